@@ -1,0 +1,82 @@
+# netpoll-ng: the one entry point.  See README.md.
+#
+#   make matrix   all set-up, then the NIC matrix (build/results/matrix.md)
+#   make test     all set-up, then the test suite
+#
+# Variables: JOBS (build parallelism), BASELINE=1 (kernel: unpatched tree),
+# NICS=e1000,pcnet (matrix: a subset), BURST=N, IPERF_SECONDS=N, CPUS=N,
+# NEWDIR=drivers (export: folder for new commits), FORCE=1 (tree: discard
+# unexported work in build/linux).
+
+SHELL := /bin/bash
+PYTHON := /usr/bin/python3
+JOBS ?= $(shell nproc)
+export JOBS BASELINE FORCE NEWDIR
+
+KIMAGE := build/obj/arch/x86/boot/bzImage
+ROOTFS := build/rootfs.cpio
+GUEST_FILES := $(wildcard matrix/guest/*)
+
+MATRIX_ARGS :=
+ifneq ($(NICS),)
+MATRIX_ARGS += --nics $(NICS)
+endif
+ifneq ($(BURST),)
+MATRIX_ARGS += --burst $(BURST)
+endif
+ifneq ($(IPERF_SECONDS),)
+MATRIX_ARGS += --iperf-seconds $(IPERF_SECONDS)
+endif
+ifneq ($(CPUS),)
+MATRIX_ARGS += --cpus $(CPUS)
+endif
+
+.PHONY: prepare-tree all deps tree export kernel rootfs matrix test checkpatch clean distclean help
+
+all: help
+
+help:
+	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
+
+deps:
+	@./matrix/deps.sh
+
+# Extract and patch the tree (a no-op when it already matches `series`).
+tree: deps
+	@./scripts/tree.sh
+
+# Internal: like tree, but builds unexported local work as it is.
+prepare-tree: deps
+	@./scripts/tree.sh --if-needed
+
+export:
+	@./scripts/export.sh
+
+kernel: prepare-tree
+	@./scripts/kernel.sh
+
+rootfs: $(ROOTFS)
+
+$(ROOTFS): matrix/rootfs.sh $(GUEST_FILES) | deps
+	@./matrix/rootfs.sh
+
+matrix: kernel rootfs
+	@$(PYTHON) matrix/run.py $(MATRIX_ARGS)
+
+checkpatch: prepare-tree
+	@./scripts/checkpatch.sh
+
+test: kernel rootfs
+	@$(PYTHON) tests/run.py
+
+clean:
+	rm -rf build/obj build/obj-base build/obj-debug build/results \
+		build/test-results build/rootfs build/rootfs.cpio
+
+# Removes build/ entirely, including build/linux: refuses when it holds
+# commits that `make export` has not written back.
+distclean:
+	@if [ -d build/linux/.git ] && [ "$(FORCE)" != 1 ] && \
+	  [ "$$(git -C build/linux rev-parse HEAD)" != "$$(cat build/linux/.git/npng-applied 2>/dev/null)" ]; then \
+		echo "distclean: build/linux has unexported commits; make export, or FORCE=1" >&2; exit 1; fi
+	rm -rf build

@@ -1,0 +1,63 @@
+#!/bin/bash
+# Install everything the build, the matrix and the tests need (Debian 12).
+# Idempotent: quiet and quick when everything is already there.
+# Guest (i386) packages are downloaded and unpacked, never installed.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+debdir=$top/build/debs
+
+host_pkgs="linux-source-6.12 qemu-system-x86 gdb iperf3 socat bc bison flex
+	libelf-dev libssl-dev cpio xz-utils make gcc git iproute2 kmod python3
+	perl rsync"
+guest_pkgs="busybox-static:i386 iperf3:i386 libiperf0:i386 libc6:i386
+	libssl3:i386 libsctp1:i386"
+
+export DEBIAN_FRONTEND=noninteractive
+
+missing=""
+for p in $host_pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q "install ok installed" || missing="$missing $p"
+done
+
+updated=0
+apt_update() {
+	if [ "$updated" = 0 ]; then
+		echo "deps: apt-get update"
+		apt-get update -qq
+		updated=1
+	fi
+}
+
+if [ -n "$missing" ]; then
+	apt_update
+	echo "deps: installing$missing"
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+if ! dpkg --print-foreign-architectures | grep -qx i386; then
+	echo "deps: dpkg --add-architecture i386"
+	dpkg --add-architecture i386
+	updated=0
+fi
+
+mkdir -p "$debdir"
+need=""
+for p in $guest_pkgs; do
+	name=${p%%:*}
+	ls "$debdir/${name}_"*_i386.deb >/dev/null 2>&1 || need="$need $p"
+done
+if [ -n "$need" ]; then
+	apt_update
+	echo "deps: downloading guest packages$need"
+	# shellcheck disable=SC2086
+	(cd "$debdir" && apt-get download -qq -o APT::Sandbox::User=root $need)
+fi
+
+tarball=$(ls /usr/src/linux-source-6.12.tar.xz 2>/dev/null || true)
+if [ -z "$tarball" ]; then
+	echo "deps: /usr/src/linux-source-6.12.tar.xz missing after install" >&2
+	exit 1
+fi

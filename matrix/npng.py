@@ -1,0 +1,401 @@
+"""netpoll-ng harness library: guests, the control channel, the netconsole
+receiver and iperf3, for code that runs inside a test network namespace.
+
+Python 3 standard library only.  Nothing here creates or enters a network
+namespace: matrix/run.py does that and runs matrix/cell.py inside it.
+"""
+
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(TOP, "build")
+
+HOST_IP = "192.0.2.1"
+GUEST_IP = "192.0.2.2"
+HOST_MAC = "02:00:c0:00:02:01"
+GUEST_MAC = "52:54:00:12:34:56"
+NC_PORT = 6666          # host port netconsole sends to
+NC_SRC_PORT = 6665      # guest source port
+TAP = "tap0"
+
+
+class HarnessError(Exception):
+    """A step failed; str() is the one-line reason for the report."""
+
+    def __init__(self, status, detail):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# --------------------------------------------------------------------------
+# netconsole sequence analysis
+
+BURST_RE = re.compile(rb"npng (\S+) (\d+)")
+
+
+def analyze(seqs, sent):
+    """Analyse the sequence numbers received for one burst of `sent`
+    messages numbered 1..sent, in arrival order.
+
+    Returns received (distinct, in range), missing, duplicates, reordered
+    (arrivals lower than one already seen) and out_of_range."""
+    seen = set()
+    dup = reordered = out_of_range = 0
+    high = 0
+    for s in seqs:
+        if s < 1 or s > sent:
+            out_of_range += 1
+            continue
+        if s in seen:
+            dup += 1
+            continue
+        seen.add(s)
+        if s < high:
+            reordered += 1
+        high = max(high, s)
+    missing = sent - len(seen)
+    first_missing = None
+    if missing:
+        first_missing = min(set(range(1, sent + 1)) - seen)
+    return {
+        "sent": sent,
+        "received": len(seen),
+        "missing": missing,
+        "duplicates": dup,
+        "reordered": reordered,
+        "out_of_range": out_of_range,
+        "first_missing": first_missing,
+    }
+
+
+class NcReceiver:
+    """Receives netconsole datagrams on HOST_IP:NC_PORT in a thread and
+    keeps (arrival time, tag, seq) for every burst record."""
+
+    def __init__(self, port=NC_PORT, logpath=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Host-side drops would be counted as netconsole losses: give the
+        # socket a large buffer (root may exceed rmem_max).
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # RCVBUFFORCE
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+        self.sock.bind((HOST_IP, port))
+        self.lock = threading.Lock()
+        self.records = {}        # tag -> list of (time, seq)
+        self.datagrams = 0
+        self.other = 0
+        self.last_rx = 0.0
+        self.logf = open(logpath, "ab") if logpath else None
+        self.stop_evt = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop_evt.is_set():
+            r, _, _ = select.select([self.sock], [], [], 0.2)
+            if not r:
+                continue
+            data = self.sock.recv(65536)
+            now = time.monotonic()
+            with self.lock:
+                self.datagrams += 1
+                self.last_rx = now
+                m = BURST_RE.search(data)
+                if m:
+                    tag = m.group(1).decode()
+                    self.records.setdefault(tag, []).append(
+                        (now, int(m.group(2))))
+                else:
+                    self.other += 1
+                    if self.logf:
+                        self.logf.write(data)
+
+    def wait_burst(self, tag, sent, quiet=2.0, limit=60.0):
+        """Wait until all `sent` records of `tag` arrived, or nothing new
+        came for `quiet` seconds, or `limit` seconds passed."""
+        t0 = time.monotonic()
+        while True:
+            time.sleep(0.1)
+            with self.lock:
+                recs = list(self.records.get(tag, []))
+                last = self.last_rx
+            now = time.monotonic()
+            if len({s for _, s in recs}) >= sent:
+                break
+            if now - max(last, t0) > quiet or now - t0 > limit:
+                break
+        return recs
+
+    def close(self):
+        self.stop_evt.set()
+        self.thread.join(2)
+        self.sock.close()
+        if self.logf:
+            self.logf.close()
+
+
+def burst_metrics(recs, sent):
+    """Figures for one burst from the receiver's (time, seq) records."""
+    a = analyze([s for _, s in recs], sent)
+    rate = None
+    if len(recs) >= 2:
+        span = recs[-1][0] - recs[0][0]
+        if span > 0:
+            rate = round((len(recs) - 1) / span, 1)
+    a["msgs_per_s"] = rate
+    a["first_rx"] = recs[0][0] if recs else None
+    a["last_rx"] = recs[-1][0] if recs else None
+    return a
+
+
+# --------------------------------------------------------------------------
+# The guest
+
+class Guest:
+    """One qemu-system-i386 guest with its serial log (ttyS0) and the
+    control agent on ttyS1 (a unix socket chardev)."""
+
+    def __init__(self, model, workdir, serial_log, kernel, initrd,
+                 cpus=1, mem=256, extra_append="", nc_port=NC_PORT):
+        self.model = model
+        self.serial_log = serial_log
+        self.ctl_path = os.path.join(workdir, "ctl.sock")
+        self.buf = b""
+        self.seq = 0
+        self.sock = None
+        self.info = {}
+        append = " ".join([
+            "console=ttyS0,115200",
+            "ip=%s::%s:255.255.255.0:npng:eth0:off" % (GUEST_IP, HOST_IP),
+            "netconsole=%d@%s/eth0,%d@%s/%s" % (NC_SRC_PORT, GUEST_IP,
+                                                nc_port, HOST_IP, HOST_MAC),
+            "printk.devkmsg=on",
+            "panic=-1",
+            extra_append,
+        ]).strip()
+        self.argv = [
+            "qemu-system-i386", "-accel", "tcg", "-M", "pc",
+            "-nodefaults", "-display", "none", "-no-reboot",
+            "-m", str(mem), "-smp", str(cpus),
+            "-kernel", kernel, "-initrd", initrd, "-append", append,
+            "-netdev", "tap,id=n0,ifname=%s,script=no,downscript=no" % TAP,
+            "-device", "%s,netdev=n0,mac=%s" % (model, GUEST_MAC),
+            "-chardev", "file,id=con,path=%s" % serial_log,
+            "-serial", "chardev:con",
+            "-chardev", "socket,id=ctl,path=%s,server=on,wait=off"
+            % self.ctl_path,
+            "-serial", "chardev:ctl",
+            "-monitor", "none",
+        ]
+        if os.path.exists(self.ctl_path):
+            os.unlink(self.ctl_path)
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def _connect(self, deadline):
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode(errors="replace")
+                raise HarnessError("fail", "qemu exited (%d): %s" % (
+                    self.proc.returncode, one_line(out)))
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(self.ctl_path)
+                self.sock = s
+                return
+            except OSError:
+                s.close()
+                time.sleep(0.05)
+        raise HarnessError("fail", "qemu control socket never appeared")
+
+    def _read_until(self, pattern, deadline):
+        rx = re.compile(pattern)
+        while True:
+            m = rx.search(self.buf)
+            if m:
+                out = self.buf[:m.start()]
+                self.buf = self.buf[m.end():]
+                return out, m
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, None
+            if self.proc.poll() is not None:
+                raise HarnessError("fail", "qemu exited (%d) %s" % (
+                    self.proc.returncode, self.serial_tail()))
+            r, _, _ = select.select([self.sock], [], [], min(left, 0.5))
+            if r:
+                data = self.sock.recv(65536)
+                if not data:
+                    raise HarnessError("fail", "control channel closed")
+                self.buf += data
+
+    def wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        self._connect(deadline)
+        _, m = self._read_until(rb"@@READY ([^\r\n]*)\r?\n", deadline)
+        if not m:
+            raise HarnessError("boot-timeout", "no ready marker after %ds; "
+                               "serial: %s" % (timeout, self.serial_tail()))
+        parts = m.group(1).decode(errors="replace").split()
+        self.info = {"release": parts[0] if parts else "?",
+                     "driver": parts[1] if len(parts) > 1 else "none",
+                     "cpus": int(parts[2]) if len(parts) > 2 else 0}
+        return self.info
+
+    def run(self, cmd, timeout=60, check=True):
+        """Run a shell command in the guest; returns (rc, output)."""
+        self.seq += 1
+        tag = "c%d" % self.seq
+        self.sock.sendall(("%s %s\n" % (tag, cmd)).encode())
+        out, m = self._read_until(
+            rb"@@END " + tag.encode() + rb" (\d+)\r?\n",
+            time.monotonic() + timeout)
+        if not m:
+            raise HarnessError("guest-timeout", "guest command %r gave no "
+                               "answer in %ds" % (cmd, timeout))
+        rc = int(m.group(1))
+        text = out.decode(errors="replace")
+        if check and rc:
+            raise HarnessError("fail", "guest command %r failed (%d): %s" % (
+                cmd, rc, one_line(text)))
+        return rc, text
+
+    def serial_tail(self, n=1):
+        try:
+            with open(self.serial_log, "rb") as f:
+                lines = [l for l in f.read().decode(errors="replace")
+                         .splitlines() if l.strip()]
+        except OSError:
+            return "(no serial log)"
+        return " | ".join(lines[-n:]) if lines else "(serial log empty)"
+
+    def stop(self):
+        if self.sock:
+            self.sock.close()
+            self.sock = None
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(5)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if os.path.exists(self.ctl_path):
+            os.unlink(self.ctl_path)
+
+
+def one_line(text, limit=200):
+    text = " ".join(text.split())
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+# --------------------------------------------------------------------------
+# iperf3 on the host side of the tap
+
+IPERF_LINE = re.compile(
+    r"\[\s*\d+\]\s+([\d.]+)-([\d.]+)\s+sec\s+[\d.]+\s+\S?Bytes\s+"
+    r"([\d.]+)\s+(\S?)bits/sec")
+UNITS = {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3}
+
+
+class Iperf:
+    """iperf3 client against the guest's server.  reverse=True loads
+    guest->host (the guest transmits), False loads host->guest.
+
+    Interval lines are read as they arrive (--forceflush) and stamped
+    with the host's clock, so that a window (a burst) can be cut out."""
+
+    def __init__(self, reverse, seconds, port=5201):
+        argv = ["iperf3", "-c", GUEST_IP, "-p", str(port), "-t",
+                str(seconds), "-i", "1", "--forceflush", "-f", "m",
+                "--connect-timeout", "3000"]
+        if reverse:
+            argv.append("-R")
+        self.seconds = seconds
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        self.intervals = []    # (arrival time, start, end, mbps)
+        self.summary = None
+        self.text = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            self.text.append(line)
+            m = IPERF_LINE.search(line)
+            if not m:
+                continue
+            start, end = float(m.group(1)), float(m.group(2))
+            mbps = float(m.group(3)) * UNITS.get(m.group(4), 1.0)
+            if "sender" in line or "receiver" in line:
+                if "receiver" in line or self.summary is None:
+                    self.summary = mbps
+            elif end - start <= 1.5:
+                self.intervals.append((time.monotonic(), start, end, mbps))
+
+    def wait(self, timeout=None):
+        """Wait for the run to end; returns True when iperf3 exited 0."""
+        try:
+            rc = self.proc.wait(timeout if timeout is not None
+                                else self.seconds + 15)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return False
+        self.thread.join(2)
+        return rc == 0
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(5)
+        self.thread.join(2)
+
+    def mbps_between(self, t0, t1):
+        """Mean of the interval rates that ended inside [t0, t1 + 1s]."""
+        vals = [r for t, _, _, r in self.intervals if t0 <= t <= t1 + 1.0]
+        if not vals:
+            return None
+        return round(sum(vals) / len(vals), 1)
+
+    def error(self):
+        lines = [l for l in self.text if "error" in l.lower()]
+        return one_line(lines[-1] if lines else
+                        (self.text[-1] if self.text else "no output"))
+
+
+def ping(count=3, timeout=1):
+    r = subprocess.run(["ping", "-n", "-q", "-c", str(count), "-W",
+                        str(timeout), "-i", "0.2", GUEST_IP],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode == 0
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)

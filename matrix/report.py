@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Turn a matrix JSON file into the Markdown table (stdout)."""
+
+import json
+import sys
+
+
+def fmt(v, nd=0):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return ("%%.%df" % nd) % v
+    return str(v)
+
+
+def burst(m, p):
+    if m.get(p + "_sent") is None:
+        return "-"
+    s = "%s/%s" % (m.get(p + "_received"), m.get(p + "_sent"))
+    if m.get(p + "_reordered"):
+        s += " (%d reord.)" % m[p + "_reordered"]
+    return s + " @ %s/s" % fmt(m.get(p + "_msgs_per_s"))
+
+
+def markdown(doc):
+    out = []
+    out.append("Kernel %s, %d patch(es), QEMU %s (TCG), started %s, "
+               "burst of %s netconsole messages." % (
+                   doc.get("kernel"), len(doc.get("series", [])),
+                   doc.get("qemu"), doc.get("started"), doc.get("burst")))
+    out.append("")
+    out.append("| NIC | driver | mode | status | iperf3 tx / rx Mbit/s "
+               "| netconsole idle: recv/sent @ rate "
+               "| + iperf3 guest→host: recv/sent @ rate (iperf Mbit/s) "
+               "| + iperf3 host→guest: recv/sent @ rate (iperf Mbit/s) "
+               "| detail |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for c in doc.get("cells", []):
+        m = c.get("metrics", {})
+        out.append("| %s | %s | %s%s | %s | %s / %s | %s | %s (%s) | "
+                   "%s (%s) | %s |" % (
+                       c["nic"], c.get("driver") or "-", c["poll_mode"],
+                       "" if c.get("cpus", 1) == 1
+                       else ", %d cpus" % c["cpus"],
+                       c["status"],
+                       fmt(m.get("iperf_tx_mbps")),
+                       fmt(m.get("iperf_rx_mbps")),
+                       burst(m, "nc_idle"),
+                       burst(m, "nc_load_tx"),
+                       fmt(m.get("nc_load_tx_iperf_mbps")),
+                       burst(m, "nc_load_rx"),
+                       fmt(m.get("nc_load_rx_iperf_mbps")),
+                       (c.get("detail") or "").replace("|", "/")))
+    if "elapsed_s" in doc:
+        out.append("")
+        out.append("Matrix run took %d s." % doc["elapsed_s"])
+    return "\n".join(out) + "\n"
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else "build/results/matrix.json"
+    with open(path) as f:
+        sys.stdout.write(markdown(json.load(f)))
+
+
+if __name__ == "__main__":
+    main()

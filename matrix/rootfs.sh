@@ -1,0 +1,48 @@
+#!/bin/bash
+# make rootfs: the guest initramfs (build/rootfs.cpio) from the i386 .debs
+# that `make deps` downloaded, plus our scripts in matrix/guest/.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+debdir=$top/build/debs
+stage=$top/build/rootfs
+out=$top/build/rootfs.cpio
+
+die() { echo "rootfs: $*" >&2; exit 1; }
+
+rm -rf "$stage"
+mkdir -p "$stage"
+for p in busybox-static iperf3 libiperf0 libc6 libssl3 libsctp1; do
+	deb=$(ls "$debdir/${p}_"*_i386.deb 2>/dev/null | head -n 1)
+	[ -n "$deb" ] || die "$p i386 package missing in build/debs (run 'make deps')"
+	dpkg-deb -x "$deb" "$stage"
+done
+
+cd "$stage"
+# Drop what the guest never uses.
+rm -rf usr/share/doc usr/share/man usr/share/locale usr/share/lintian \
+	usr/lib/i386-linux-gnu/gconv usr/share/i18n
+mkdir -p bin sbin usr/bin usr/sbin proc sys dev tmp etc root \
+	sys/kernel/debug sys/kernel/config
+# Debian 12 is usrmerged: make /lib point where the loader lives.
+[ -e lib ] || ln -s usr/lib lib
+[ -x usr/bin/iperf3 ] || die "iperf3 binary missing after unpacking"
+bb=bin/busybox
+mv "$(find . -path '*/bin/busybox' -type f | head -n 1)" "$bb.tmp"
+mv "$bb.tmp" "$bb"
+for app in $("./$bb" --list 2>/dev/null || chroot . /bin/busybox --list 2>/dev/null || true); do
+	[ -e "bin/$app" ] || [ -e "usr/bin/$app" ] || ln -s busybox "bin/$app"
+done
+[ -e bin/sh ] || die "busybox applet links missing (cannot run i386 busybox --list here)"
+install -m 0755 "$top/matrix/guest/init" init
+install -m 0755 "$top/matrix/guest/npng-agent" bin/npng-agent
+install -m 0755 "$top/matrix/guest/nc-burst" bin/nc-burst
+echo "root:x:0:0:root:/root:/bin/sh" >etc/passwd
+echo "root:x:0:" >etc/group
+rm -f dev/console
+mknod -m 600 dev/console c 5 1
+mknod -m 666 dev/null c 1 3
+
+find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet >"$out.tmp"
+mv "$out.tmp" "$out"
+echo "rootfs: $(du -h "$out" | cut -f1) ${out#"$top"/}"

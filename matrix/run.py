@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Run the NIC matrix: one network namespace, tap device and guest per NIC.
+
+For each model in matrix/nics (or --nics), create the namespace
+npng-<pid>-<n> with tap0 (192.0.2.1/24) inside, run matrix/cell.py there,
+then remove every process left in the namespace and the namespace itself,
+also on Ctrl-C or a cell that hangs.  Results go to
+<results>/matrix.json and <results>/matrix.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import npng  # noqa: E402
+import report  # noqa: E402
+from npng import log  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sh(*argv, check=True):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    if check and r.returncode:
+        raise RuntimeError("%s: %s" % (" ".join(argv), r.stderr.strip()))
+    return r.stdout
+
+
+class Netns:
+    def __init__(self, name):
+        self.name = name
+        sh("ip", "netns", "add", name)
+        try:
+            self.ex("ip", "link", "set", "lo", "up")
+            self.ex("ip", "tuntap", "add", "dev", npng.TAP, "mode", "tap")
+            self.ex("ip", "link", "set", npng.TAP, "address", npng.HOST_MAC)
+            self.ex("ip", "addr", "add", npng.HOST_IP + "/24", "dev",
+                    npng.TAP)
+            self.ex("ip", "link", "set", npng.TAP, "up")
+        except Exception:
+            self.delete()
+            raise
+
+    def ex(self, *argv):
+        return sh("ip", "netns", "exec", self.name, *argv)
+
+    def kill_all(self):
+        for _ in range(10):
+            pids = sh("ip", "netns", "pids", self.name, check=False).split()
+            if not pids:
+                return
+            for p in pids:
+                try:
+                    os.kill(int(p), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            time.sleep(0.3)
+
+    def delete(self):
+        self.kill_all()
+        sh("ip", "netns", "exec", self.name, "ip", "link", "del", npng.TAP,
+           check=False)
+        sh("ip", "netns", "del", self.name, check=False)
+
+
+def read_nics(path):
+    nics = []
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].split()
+            if line:
+                nics.append((line[0], line[1] if len(line) > 1 else ""))
+    return nics
+
+
+def read_series():
+    out = []
+    try:
+        with open(os.path.join(npng.TOP, "series")) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    out.append(line)
+    except OSError:
+        pass
+    return out
+
+
+def qemu_version():
+    try:
+        out = sh("qemu-system-i386", "--version")
+        return out.split()[3]
+    except Exception:
+        return "?"
+
+
+def run_cell(args, idx, nic, driver, results, stamp):
+    ns = Netns("npng-%d-%d" % (os.getpid(), idx))
+    tag = "%s-%s%s" % (nic, args.poll_mode,
+                       "" if args.cpus == 1 else "-smp%d" % args.cpus)
+    serial = os.path.join(results, "%s.log" % tag)
+    out = os.path.join(results, ".%s.json" % tag)
+    workdir = os.path.join(results, ".work-%s" % tag)
+    os.makedirs(workdir, exist_ok=True)
+    for f in (serial, out, serial + ".netconsole"):
+        if os.path.exists(f):
+            os.unlink(f)
+    argv = ["ip", "netns", "exec", ns.name, sys.executable,
+            os.path.join(HERE, "cell.py"), "--nic", nic, "--driver", driver,
+            "--out", out, "--serial-log", serial, "--workdir", workdir,
+            "--kernel", args.kernel, "--initrd", args.initrd,
+            "--steps", args.steps, "--burst", str(args.burst),
+            "--iperf-seconds", str(args.iperf_seconds),
+            "--cpus", str(args.cpus), "--poll-mode", args.poll_mode,
+            "--nc-port", str(args.nc_port), "--append", args.append]
+    if args.verbose:
+        argv.append("-v")
+    proc = None
+    try:
+        proc = subprocess.Popen(argv, start_new_session=True)
+        try:
+            proc.wait(args.cell_timeout)
+        except subprocess.TimeoutExpired:
+            log("    %s: cell exceeded %ds, killing it" % (
+                nic, args.cell_timeout))
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    except KeyboardInterrupt:
+        if proc and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+                proc.wait(15)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
+        raise
+    finally:
+        ns.delete()
+        try:
+            os.rmdir(workdir)
+        except OSError:
+            pass
+    try:
+        with open(out) as f:
+            cell = json.load(f)
+        os.unlink(out)
+    except (OSError, ValueError):
+        cell = {"nic": nic, "driver": None, "expected_driver": driver,
+                "poll_mode": args.poll_mode, "cpus": args.cpus,
+                "status": "fail",
+                "detail": "cell produced no result (timeout after %ds?)"
+                % args.cell_timeout,
+                "metrics": {}, "serial_log": os.path.relpath(serial,
+                                                             npng.TOP)}
+    return cell
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nics", help="comma-separated models (default: all in "
+                   "matrix/nics)")
+    p.add_argument("--results", default=os.path.join(npng.BUILD, "results"))
+    p.add_argument("--kernel", default=os.path.join(
+        npng.BUILD, "obj", "arch", "x86", "boot", "bzImage"))
+    p.add_argument("--initrd", default=os.path.join(npng.BUILD,
+                                                    "rootfs.cpio"))
+    p.add_argument("--steps", choices=("full", "burst"), default="full")
+    p.add_argument("--burst", type=int, default=5000)
+    p.add_argument("--iperf-seconds", type=int, default=5)
+    p.add_argument("--cpus", type=int, default=1)
+    p.add_argument("--poll-mode", default="driver")
+    p.add_argument("--nc-port", type=int, default=npng.NC_PORT)
+    p.add_argument("--append", default="")
+    p.add_argument("--cell-timeout", type=int, default=900)
+    p.add_argument("--name", default="matrix",
+                   help="base name of the .json/.md outputs")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args()
+
+    if os.geteuid() != 0:
+        sys.exit("run.py: must run as root (network namespaces, tap)")
+    for f in (args.kernel, args.initrd):
+        if not os.path.exists(f):
+            sys.exit("run.py: %s missing (make kernel rootfs)" % f)
+    all_nics = read_nics(os.path.join(HERE, "nics"))
+    if args.nics:
+        want = args.nics.split(",")
+        known = dict(all_nics)
+        bad = [n for n in want if n not in known]
+        if bad:
+            sys.exit("run.py: unknown NIC model(s) %s; known: %s" % (
+                ", ".join(bad), ", ".join(known)))
+        nics = [(n, known[n]) for n in want]
+    else:
+        nics = all_nics
+
+    os.makedirs(args.results, exist_ok=True)
+    try:
+        with open(os.path.join(npng.BUILD, "kernel-version")) as f:
+            kver = f.read().strip()
+    except OSError:
+        kver = "?"
+    doc = {"kernel": kver, "series": read_series(), "qemu": qemu_version(),
+           "started": datetime.datetime.now(datetime.timezone.utc)
+           .isoformat(timespec="seconds"),
+           "kernel_image": os.path.relpath(args.kernel, npng.TOP),
+           "burst": args.burst, "cells": []}
+    jpath = os.path.join(args.results, args.name + ".json")
+    mpath = os.path.join(args.results, args.name + ".md")
+    t0 = time.monotonic()
+    log("matrix: %d NIC model(s), kernel %s, qemu %s, burst %d, steps %s"
+        % (len(nics), kver, doc["qemu"], args.burst, args.steps))
+    rc = 0
+    try:
+        for i, (nic, driver) in enumerate(nics):
+            tc = time.monotonic()
+            log("[%d/%d] %-15s started   (elapsed %3ds)" % (
+                i + 1, len(nics), nic, tc - t0))
+            cell = run_cell(args, i, nic, driver, args.results,
+                            doc["started"])
+            doc["cells"].append(cell)
+            npng.write_json(jpath, doc)
+            m = cell["metrics"]
+            log("[%d/%d] %-15s %-12s %3ds (elapsed %3ds) driver=%s "
+                "idle %s/%s %s" % (
+                    i + 1, len(nics), nic, cell["status"],
+                    time.monotonic() - tc, time.monotonic() - t0,
+                    cell.get("driver"), m.get("nc_idle_received"),
+                    m.get("nc_idle_sent"),
+                    ("- " + cell["detail"]) if cell.get("detail") else ""))
+    except KeyboardInterrupt:
+        log("matrix: interrupted; namespaces and guests removed, partial "
+            "results kept")
+        rc = 130
+    doc["elapsed_s"] = round(time.monotonic() - t0)
+    npng.write_json(jpath, doc)
+    with open(mpath, "w") as f:
+        f.write(report.markdown(doc))
+    if rc == 0:
+        print()
+        print(report.markdown(doc))
+    log("matrix: %s and %s written" % (os.path.relpath(jpath, npng.TOP),
+                                       os.path.relpath(mpath, npng.TOP)))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

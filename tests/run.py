@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""netpoll-ng test suite (host side, Python standard library).
+
+Run by `make test` after the kernel and the rootfs are built.  Each test
+prints one line "ok"/"FAIL"; the last line is "N passed, N failed".
+Select tests with a substring: tests/run.py boot_e1000 negative.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+import npng  # noqa: E402
+import report  # noqa: E402
+
+RESULTS = os.path.join(TOP, "build", "test-results")
+REQUIRED = ["e1000", "rtl8139", "pcnet", "ne2k_pci"]
+EXPECTED_DRIVER = {"e1000": "e1000", "rtl8139": "8139cp",
+                   "pcnet": "pcnet32", "ne2k_pci": "ne2k-pci"}
+BURST = int(os.environ.get("TEST_BURST", "2000"))
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failed(msg)
+
+
+def run_matrix(name, nics, *extra):
+    """Run matrix/run.py on `nics` with the burst-only steps; returns the
+    cells of its JSON."""
+    argv = [sys.executable, os.path.join(TOP, "matrix", "run.py"),
+            "--nics", ",".join(nics), "--steps", "burst",
+            "--burst", str(BURST), "--results", RESULTS, "--name", name,
+            "--cell-timeout", "400"] + list(extra)
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    with open(os.path.join(RESULTS, name + ".out"), "w") as f:
+        f.write(r.stdout)
+    check(r.returncode == 0, "run.py exited %d: %s" % (
+        r.returncode, npng.one_line(r.stdout[-400:])))
+    with open(os.path.join(RESULTS, name + ".json")) as f:
+        return json.load(f)["cells"]
+
+
+# ---------------------------------------------------------------- units
+
+@test
+def analyze_complete():
+    a = npng.analyze(list(range(1, 101)), 100)
+    check(a["received"] == 100 and a["missing"] == 0 and
+          a["reordered"] == 0 and a["duplicates"] == 0, repr(a))
+
+
+@test
+def analyze_detects_loss_reorder_duplicates():
+    seqs = [1, 2, 4, 3, 3, 6, 99, 0]      # 5 lost, 3 late, one dup
+    a = npng.analyze(seqs, 6)
+    check(a["received"] == 5, repr(a))
+    check(a["missing"] == 1 and a["first_missing"] == 5, repr(a))
+    check(a["reordered"] == 1 and a["duplicates"] == 1, repr(a))
+    check(a["out_of_range"] == 2, repr(a))
+    check(npng.analyze([], 10)["missing"] == 10, "empty burst not all lost")
+
+
+@test
+def burst_regex_matches_netconsole_line():
+    line = b"[   12.345678] npng idle 4242\n"
+    m = npng.BURST_RE.search(line)
+    check(m and m.group(1) == b"idle" and m.group(2) == b"4242", repr(m))
+
+
+@test
+def iperf_line_parser():
+    line = ("[  5]   1.00-2.00   sec  60.2 MBytes   505 Mbits/sec    0"
+            "    212 KBytes")
+    m = npng.IPERF_LINE.search(line)
+    check(m and float(m.group(3)) == 505.0 and m.group(4) == "M", repr(m))
+
+
+@test
+def report_renders_every_cell():
+    doc = {"kernel": "6.12.1", "series": [], "qemu": "7.2", "started": "x",
+           "burst": 10, "cells": [
+               {"nic": "e1000", "driver": "e1000", "poll_mode": "driver",
+                "cpus": 1, "status": "pass", "detail": "",
+                "metrics": {"nc_idle_sent": 10, "nc_idle_received": 10,
+                            "nc_idle_msgs_per_s": 5.0}},
+               {"nic": "pcnet", "driver": None, "poll_mode": "driver",
+                "cpus": 1, "status": "boot-timeout", "detail": "a|b",
+                "metrics": {}}]}
+    md = report.markdown(doc)
+    check("| e1000 | e1000 | driver | pass |" in md, md)
+    check("10/10 @ 5/s" in md, md)
+    check("| pcnet | - | driver | boot-timeout |" in md and "a/b" in md, md)
+
+
+# ---------------------------------------------------------------- series
+
+@test
+def series_patches_are_clean():
+    """Every patch in series: project identity, Signed-off-by, and
+    checkpatch --strict clean (scripts/checkpatch.sh)."""
+    with open(os.path.join(TOP, "series")) as f:
+        patches = [l.strip() for l in f
+                   if l.strip() and not l.startswith("#")]
+    for p in patches:
+        text = open(os.path.join(TOP, p), errors="replace").read()
+        check("\nFrom: netpoll-ng <netpoll-ng@example.org>\n" in text,
+              "%s: author is not the project identity" % p)
+        check("Signed-off-by: netpoll-ng <netpoll-ng@example.org>" in text,
+              "%s: no Signed-off-by" % p)
+    r = subprocess.run([os.path.join(TOP, "scripts", "checkpatch.sh")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    check(r.returncode == 0, npng.one_line(r.stdout, 600))
+    print("    %d patch(es) checked" % len(patches))
+
+
+@test
+def kernel_config_has_fragment():
+    cfg = open(os.path.join(TOP, "build", "obj", ".config")).read()
+    for line in open(os.path.join(TOP, "matrix", "kernel.config")):
+        line = line.strip()
+        if line.startswith("CONFIG_") and not line.endswith("=n"):
+            check(re.search("^%s$" % re.escape(line), cfg, re.M),
+                  "%s not in build/obj/.config" % line)
+
+
+# ---------------------------------------------------------------- guests
+
+def make_boot_test(nic):
+    def fn():
+        cells = run_matrix("boot-" + nic, [nic])
+        check(len(cells) == 1, "no cell")
+        c = cells[0]
+        m = c["metrics"]
+        print("    %s: driver %s, booted in %ss, %s/%s received, %s "
+              "reordered, %s msg/s" % (
+                  nic, c.get("driver"), m.get("boot_s"),
+                  m.get("nc_idle_received"), m.get("nc_idle_sent"),
+                  m.get("nc_idle_reordered"), m.get("nc_idle_msgs_per_s")))
+        check(c["status"] == "pass", "status %s: %s" % (c["status"],
+                                                       c["detail"]))
+        check(c.get("driver") == EXPECTED_DRIVER[nic],
+              "driver %s, expected %s" % (c.get("driver"),
+                                          EXPECTED_DRIVER[nic]))
+        check(m.get("nc_idle_sent") == BURST, "sent %s" %
+              m.get("nc_idle_sent"))
+        check(m.get("nc_idle_received") == BURST and
+              m.get("nc_idle_missing") == 0,
+              "lost %s messages" % m.get("nc_idle_missing"))
+        check(m.get("nc_idle_reordered") == 0 and
+              m.get("nc_idle_duplicates") == 0, "out of order")
+    fn.__name__ = "boot_burst_" + nic
+    return fn
+
+
+for _nic in REQUIRED:
+    test(make_boot_test(_nic))
+
+
+@test
+def negative_lost_messages_fail_the_cell():
+    """The guest's netconsole targets a port nobody listens on: every
+    message is lost, and the harness must say so (status loss)."""
+    cells = run_matrix("negative", ["e1000"], "--nc-port", "6667")
+    c = cells[0]
+    m = c["metrics"]
+    check(c["status"] == "loss", "status %s (%s): loss went unnoticed" % (
+        c["status"], c["detail"]))
+    check(m.get("nc_idle_missing") == BURST, "missing %s" %
+          m.get("nc_idle_missing"))
+
+
+@test
+def no_namespace_or_qemu_left():
+    ns = subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE,
+                        text=True).stdout
+    ours = [l for l in ns.splitlines() if l.startswith("npng-")]
+    check(not ours, "namespaces left: %s" % ours)
+    ps = subprocess.run(["pgrep", "-af", "qemu-system-i386"],
+                        stdout=subprocess.PIPE, text=True).stdout
+    ours = [l for l in ps.splitlines() if RESULTS in l or
+            os.path.join(TOP, "build") in l]
+    check(not ours, "qemu left: %s" % ours)
+
+
+def main():
+    sel = sys.argv[1:]
+    os.makedirs(RESULTS, exist_ok=True)
+    passed = failed = 0
+    t0 = time.monotonic()
+    todo = [t for t in TESTS if not sel or any(s in t.__name__ for s in sel)]
+    for i, t in enumerate(todo):
+        ts = time.monotonic()
+        try:
+            t()
+            passed += 1
+            print("ok %d - %s (%.1fs)" % (i + 1, t.__name__,
+                                          time.monotonic() - ts), flush=True)
+        except Failed as e:
+            failed += 1
+            print("FAIL %d - %s: %s" % (i + 1, t.__name__, e), flush=True)
+        except Exception:
+            failed += 1
+            print("FAIL %d - %s: error\n%s" % (
+                i + 1, t.__name__, traceback.format_exc()), flush=True)
+    print("tests took %.0fs" % (time.monotonic() - t0))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
