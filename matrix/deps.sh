@@ -9,7 +9,7 @@ debdir=$top/build/debs
 
 host_pkgs="linux-source-6.12 qemu-system-x86 gdb iperf3 socat bc bison flex
 	libelf-dev libssl-dev cpio xz-utils make gcc git iproute2 kmod python3
-	perl rsync"
+	perl rsync iputils-ping procps"
 guest_pkgs="busybox-static:i386 iperf3:i386 libiperf0:i386 libc6:i386
 	libssl3:i386 libsctp1:i386"
 

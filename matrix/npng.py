@@ -334,6 +334,7 @@ class Iperf:
                                      start_new_session=True)
         self.intervals = []    # (arrival time, start, end, mbps)
         self.summary = None
+        self.timed_out = None
         self.text = []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -355,11 +356,12 @@ class Iperf:
 
     def wait(self, timeout=None):
         """Wait for the run to end; returns True when iperf3 exited 0."""
+        limit = timeout if timeout is not None else self.seconds + 15
         try:
-            rc = self.proc.wait(timeout if timeout is not None
-                                else self.seconds + 15)
+            rc = self.proc.wait(limit)
         except subprocess.TimeoutExpired:
             self.kill()
+            self.timed_out = limit
             return False
         self.thread.join(2)
         return rc == 0
@@ -382,8 +384,14 @@ class Iperf:
 
     def error(self):
         lines = [l for l in self.text if "error" in l.lower()]
-        return one_line(lines[-1] if lines else
-                        (self.text[-1] if self.text else "no output"))
+        if lines:
+            return one_line(lines[-1])
+        last = self.text[-1] if self.text else "no output"
+        if self.timed_out:
+            return "no result after %ds (last line: %s)" % (
+                self.timed_out, one_line(last, 100))
+        return "exit %s (last line: %s)" % (self.proc.returncode,
+                                            one_line(last, 100))
 
 
 def ping(count=3, timeout=1):

@@ -19,6 +19,13 @@ die() { echo "kernel: $*" >&2; exit 1; }
 
 [ -d "$tree/.git" ] || die "no build/linux (run 'make tree')"
 
+# One kernel build at a time on this machine (2 cores): wait for another.
+exec 9>"$top/build/.kbuild.lock"
+if ! flock -n 9; then
+	echo "kernel: another kernel build is running, waiting for it"
+	flock 9
+fi
+
 if [ "${BASELINE:-0}" = 1 ]; then
 	base=$top/build/linux-base
 	if [ ! -d "$base" ]; then
