@@ -61,6 +61,9 @@ while IFS= read -r line; do
 		if [ "$want" = n ]; then
 			grep -qx "# $opt is not set" "$cfg/.config" || ! grep -q "^$opt=" "$cfg/.config" ||
 				{ echo "kernel: $opt: wanted n, got $(grep "^$opt=" "$cfg/.config")" >&2; bad=1; }
+		elif [ "${BASELINE:-0}" = 1 ] &&
+		     ! grep -qE "^$opt=|^# $opt is not set" "$cfg/.config"; then
+			echo "kernel: $opt does not exist in the pristine tree, skipped"
 		elif ! grep -qx "$opt=$want" "$cfg/.config"; then
 			got=$(grep -E "^$opt=|^# $opt is not set" "$cfg/.config" || echo "absent")
 			echo "kernel: $opt: wanted $want, got: $got" >&2

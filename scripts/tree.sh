@@ -68,6 +68,11 @@ else
 	mv "$src" "$tree"
 	rm -rf "$tree.tmp"
 	echo "tree: creating git repository with the pristine source"
+	# Debian's packaging appends "/*" to .gitignore (its repository holds
+	# only debian/), which would hide every new file from git: drop that
+	# block so the pristine commit has the upstream .gitignore.
+	sed -i '/^# Debian packaging: ignore everything at the top level/,/^!\/debian\/$/d' "$tree/.gitignore"
+	sed -i '${/^#$/d}' "$tree/.gitignore"
 	git -C "$tree" init -q -b work
 	g config user.name "$ident_name"
 	g config user.email "$ident_mail"
