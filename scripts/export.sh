@@ -35,7 +35,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ ${#commits[@]} -gt 0 ]; then
-	g format-patch -q --zero-commit --no-signature -o "$tmp" pristine..HEAD
+	g format-patch -q -N --zero-commit --no-signature -o "$tmp" pristine..HEAD
 fi
 mapfile -t made < <(ls "$tmp" | sort)
 
