@@ -111,9 +111,20 @@ class Cell:
         self.m[prefix + "_msgs_per_s"] = res["msgs_per_s"]
         self.m[prefix + "_guest_s"] = res["guest_s"]
 
+    def iperf_args(self, reverse):
+        # QEMU 7.2's ne2000 drops frames when its receive ring is full
+        # without raising the overflow interrupt, and receive dies for
+        # good (README, NIC notes).  A TCP window of 8 KiB cannot fill
+        # its ring, so host->guest load on ne2k_pci uses one.
+        if self.a.nic == "ne2k_pci" and not reverse:
+            self.notes_iperf = "host->guest iperf3 with -w 8K"
+            return ["-w", "8K"]
+        return []
+
     def iperf_alone(self, reverse, key):
         self.restart_iperf_server()
-        ip = npng.Iperf(reverse, self.a.iperf_seconds)
+        ip = npng.Iperf(reverse, self.a.iperf_seconds,
+                        extra=self.iperf_args(reverse))
         ok = ip.wait()
         what = "iperf3 %s" % ("guest->host" if reverse else "host->guest")
         if ok and ip.summary is not None:
@@ -128,7 +139,8 @@ class Cell:
 
     def loaded_burst(self, reverse, prefix):
         self.restart_iperf_server()
-        ip = npng.Iperf(reverse, self.a.load_max_seconds)
+        ip = npng.Iperf(reverse, self.a.load_max_seconds,
+                        extra=self.iperf_args(reverse))
         time.sleep(2.5)
         what = "iperf3 %s" % ("guest->host" if reverse else "host->guest")
         if ip.proc.poll() is not None or not ip.intervals:

@@ -321,12 +321,13 @@ class Iperf:
     Interval lines are read as they arrive (--forceflush) and stamped
     with the host's clock, so that a window (a burst) can be cut out."""
 
-    def __init__(self, reverse, seconds, port=5201):
+    def __init__(self, reverse, seconds, port=5201, extra=()):
         argv = ["iperf3", "-c", GUEST_IP, "-p", str(port), "-t",
                 str(seconds), "-i", "1", "--forceflush", "-f", "m",
                 "--connect-timeout", "3000"]
         if reverse:
             argv.append("-R")
+        argv.extend(extra)
         self.seconds = seconds
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT,

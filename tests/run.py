@@ -178,6 +178,25 @@ for _nic in REQUIRED:
 
 
 @test
+def kunit_netpoll():
+    """The matrix kernel runs the netpoll KUnit suite at boot; read its
+    KTAP summary from the e1000 boot test's serial log."""
+    log = os.path.join(RESULTS, "e1000-driver.log")
+    check(os.path.exists(log), "no serial log %s (boot_burst_e1000 must "
+          "run first)" % log)
+    text = open(log, errors="replace").read()
+    m = re.search(r"# netpoll: pass:(\d+) fail:(\d+) skip:(\d+) "
+                  r"total:(\d+)", text)
+    check(m, "no netpoll KUnit summary in %s" % log)
+    p, f, sk, tot = map(int, m.groups())
+    fails = re.findall(r"not ok \d+ (netpoll_\w+)", text)
+    print("    kunit netpoll: %d of %d test cases passed, %d failed %s"
+          % (p, tot, f, fails))
+    check(f == 0 and p == tot and tot >= 10, "KUnit: %d failed: %s"
+          % (f, fails))
+
+
+@test
 def negative_lost_messages_fail_the_cell():
     """The guest's netconsole targets a port nobody listens on: every
     message is lost, and the harness must say so (status loss)."""
