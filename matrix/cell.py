@@ -117,7 +117,7 @@ class Cell:
         # good (README, NIC notes).  A TCP window of 8 KiB cannot fill
         # its ring, so host->guest load on ne2k_pci uses one.
         if self.a.nic == "ne2k_pci" and not reverse:
-            self.notes_iperf = "host->guest iperf3 with -w 8K"
+            self.m["iperf_host_to_guest_opts"] = "-w 8K"
             return ["-w", "8K"]
         return []
 

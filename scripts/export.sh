@@ -78,8 +78,5 @@ done
 cmp -s "$tmp/series.full" "$top/series" || cp "$tmp/series.full" "$top/series"
 
 g rev-parse HEAD >"$tree/.git/npng-applied"
-(cat "$top/series"
- { grep -v '^[[:space:]]*\(#\|$\)' "$top/series" || true; } | while read -r p; do
-	cat "$top/$p"
- done) | sha256sum | cut -d' ' -f1 >"$tree/.git/npng-series-hash"
+"$top/scripts/series-hash.sh" >"$tree/.git/npng-series-hash"
 echo "export: ${#commits[@]} commit(s) in series, $changed file(s) changed"

@@ -20,12 +20,7 @@ die() { echo "tree: $*" >&2; exit 1; }
 
 g() { git -C "$tree" "$@"; }
 
-series_hash() {
-	(cat "$top/series"
-	 { grep -v '^[[:space:]]*\(#\|$\)' "$top/series" || true; } | while read -r p; do
-		cat "$top/$p" 2>/dev/null || echo "missing $p"
-	 done) | sha256sum | cut -d' ' -f1
-}
+series_hash() { "$top/scripts/series-hash.sh"; }
 
 if [ -d "$tree/.git" ] && g rev-parse -q --verify pristine >/dev/null &&
    [ "$(cat "$tree/.git/npng-series-hash" 2>/dev/null)" = "$(series_hash)" ]; then
