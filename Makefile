@@ -4,6 +4,8 @@
 #   make test     all set-up, then the test suite
 #
 # Variables: JOBS (build parallelism), BASELINE=1 (kernel: unpatched tree),
+# DEBUG=1 (kernel, matrix: the lockdep/atomic-sleep kernel in build/obj-debug),
+# POLL_MODES=driver,irq (matrix: the poll modes to run each NIC in),
 # NICS=e1000,pcnet (matrix: a subset), BURST=N, IPERF_SECONDS=N, CPUS=N,
 # NEWDIR=drivers (export: folder for new commits), FORCE=1 (tree: discard
 # unexported work in build/linux).
@@ -11,9 +13,13 @@
 SHELL := /bin/bash
 PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
-export JOBS BASELINE FORCE NEWDIR
+export JOBS BASELINE DEBUG FORCE NEWDIR
 
+ifeq ($(DEBUG),1)
+KIMAGE := build/obj-debug/arch/x86/boot/bzImage
+else
 KIMAGE := build/obj/arch/x86/boot/bzImage
+endif
 ROOTFS := build/rootfs.cpio
 GUEST_FILES := $(wildcard matrix/guest/*)
 
@@ -29,6 +35,12 @@ MATRIX_ARGS += --iperf-seconds $(IPERF_SECONDS)
 endif
 ifneq ($(CPUS),)
 MATRIX_ARGS += --cpus $(CPUS)
+endif
+ifneq ($(POLL_MODES),)
+MATRIX_ARGS += --poll-modes $(POLL_MODES)
+endif
+ifeq ($(DEBUG),1)
+MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
 .PHONY: prepare-tree all deps tree export kernel rootfs matrix test checkpatch clean distclean help
@@ -70,7 +82,7 @@ test: kernel rootfs
 	@$(PYTHON) tests/run.py
 
 clean:
-	rm -rf build/obj build/obj-base build/obj-debug build/results \
+	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/results \
 		build/test-results build/rootfs build/rootfs.cpio
 
 # Removes build/ entirely, including build/linux: refuses when it holds

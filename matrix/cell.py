@@ -8,11 +8,20 @@ Runs inside the cell's network namespace (matrix/run.py starts it there with
 Steps (--steps full):
   boot         wait for the guest agent's ready marker
   nc_idle      netconsole burst of --burst messages, no load
+  echo         --echo datagrams to the netpoll_echo client, kernel running
+  trap_echo    the host flushes its neighbour entry, the guest traps for
+               --trap-ms (debugfs netpoll_echo/trap: one CPU, interrupts
+               off, polling) and --echo datagrams go to the echo client;
+               the first one needs an ARP reply from the trapped guest
   iperf_tx     iperf3 guest->host alone
   nc_load_tx   the burst while iperf3 loads guest->host
   iperf_rx     iperf3 host->guest alone
   nc_load_rx   the burst while iperf3 loads host->guest
---steps burst stops after nc_idle (what the tests use).
+--steps burst stops after nc_idle (what the tests use), --steps echo
+after trap_echo.
+
+The guest boots with netpoll.poll_mode=--poll-mode and the echo client
+(netpoll_echo=6600@192.0.2.2/eth0,@192.0.2.1/<host MAC>).
 """
 
 import argparse
@@ -33,6 +42,14 @@ SPLAT = re.compile(r"(BUG: .*|WARNING: .*|Oops: .*|Kernel panic.*|"
                    r"INFO: .*(?:lock|hung|stall).*)")
 
 
+ECHO_APPEND = "netpoll_echo=%d@%s/eth0,@%s/%s" % (
+    npng.ECHO_PORT, npng.GUEST_IP, npng.HOST_IP, npng.HOST_MAC)
+
+
+def _r(v):
+    return None if v is None else round(v, 1)
+
+
 def first_splat(path):
     try:
         with open(path, errors="replace") as f:
@@ -51,6 +68,7 @@ class Cell:
         self.m = {}
         self.notes = []
         self.wedged = None
+        self.lost = []
         self.guest = None
         self.rx = None
 
@@ -137,6 +155,137 @@ class Cell:
         self.check_alive(what)
         return False
 
+    def nc_stats(self):
+        try:
+            return npng.read_stats(self.guest, "netconsole-")
+        except npng.HarnessError:
+            return None
+
+    def put_send_stats(self, prefix, before, after):
+        """Send-path figures of netconsole's statistics between two
+        readings: log2-bucket percentiles and the deltas of the counters."""
+        if not before or not after:
+            self.notes.append("%s: no netpoll statistics in debugfs" % prefix)
+            return
+        hist = npng.hist_delta(after, before)
+        self.m[prefix + "_send_p50_us"] = npng.hist_percentile_us(hist, 0.5)
+        self.m[prefix + "_send_p99_us"] = npng.hist_percentile_us(hist, 0.99)
+        if after.get("send_ns_max", 0) > before.get("send_ns_max", 0):
+            smax = round(after["send_ns_max"] / 1000.0, 1)
+        else:
+            # The all-time maximum was set before this burst: the top
+            # non-empty bucket bounds this burst's maximum.
+            top = max([i for i, n in enumerate(hist) if n] or [-1])
+            smax = round(2 ** (top + 1) / 1000.0, 1) if top >= 0 else None
+        self.m[prefix + "_send_max_us"] = smax
+        for k in ("sent", "dropped", "deferred", "tx_polled", "tx_polls"):
+            if k in after:
+                self.m["%s_%s" % (prefix, k)] = after[k] - before.get(k, 0)
+
+    def why_no_trap_rx(self):
+        """The core's setup message saying why trapped receive cannot
+        work on this device in this mode, if it printed one."""
+        try:
+            with open(self.a.serial_log, errors="replace") as f:
+                for line in f:
+                    if "cannot receive while trapped" in line:
+                        return npng.one_line(line.split("] ", 1)[-1], 160)
+        except OSError:
+            pass
+        return None
+
+    def echo(self):
+        a = self.a
+        rc, _ = self.guest.run("test -e /sys/kernel/debug/netpoll_echo/trap",
+                               timeout=30, check=False)
+        if rc:
+            self.notes.append("echo: the kernel has no netpoll_echo client "
+                              "(CONFIG_NETPOLL_ECHO)")
+            return False
+        st = npng.read_stats(self.guest, "netpoll_echo-")
+        if st:
+            self.m["poll_how"] = st.get("poll_how")
+        ec = npng.Echo()
+        try:
+            ec.rtts(20)                             # warm-up, ARP
+            r, lost, sent = ec.rtts(a.echo)
+            self.m["echo_rtt_p50_us"] = _r(npng.quantile(r, 0.5))
+            self.m["echo_rtt_p99_us"] = _r(npng.quantile(r, 0.99))
+            self.m["echo_lost"] = lost
+            self.say("echo running: %d/%d, p50 %s us, p99 %s us" % (
+                len(r), sent, self.m["echo_rtt_p50_us"],
+                self.m["echo_rtt_p99_us"]))
+            if lost:
+                self.lost.append("echo lost %d/%d" % (lost, sent))
+        finally:
+            ec.close()
+        return True
+
+    def trap_echo(self):
+        a = self.a
+        before = npng.read_stats(self.guest, "netpoll_echo-") or {}
+        npng.flush_neigh()
+        flushed = npng.neigh_state()[1] is None
+        ec = npng.Echo()
+        cmd = "echo %d > /sys/kernel/debug/netpoll_echo/trap" % a.trap_ms
+        t0 = time.monotonic()
+        tag = self.guest.start(cmd)
+        try:
+            # Give the agent time to start the trap; echoes that arrive
+            # before it would not count as trapped (checked below).
+            time.sleep(1.0)
+            r, lost, sent = ec.rtts(a.echo, timeout=0.3,
+                                    until=t0 + a.trap_ms / 1000.0 - 0.5)
+            t_sent = time.monotonic() - t0
+        finally:
+            ec.close()
+        self.guest.finish(tag, cmd, timeout=a.trap_ms // 1000 + 60)
+        rc, out = self.guest.run("cat /sys/kernel/debug/netpoll_echo/trap",
+                                 timeout=30)
+        trap = npng.parse_kv(out)
+        after = npng.read_stats(self.guest, "netpoll_echo-") or {}
+        state, lladdr = npng.neigh_state()
+        unsent = a.echo - sent
+        got = len(r)
+        self.m["trap_echo_rtt_p50_us"] = _r(npng.quantile(r, 0.5))
+        self.m["trap_echo_rtt_p99_us"] = _r(npng.quantile(r, 0.99))
+        self.m["trap_echo_lost"] = a.echo - got
+        self.m["trap_echo_count"] = a.echo
+        self.m["trap_echo_sent"] = sent
+        self.m["trap_polls"] = trap.get("polls")
+        self.m["trap_delivered"] = trap.get("delivered")
+        for k in ("sent", "dropped", "deferred", "tx_polled", "malformed",
+                  "foreign"):
+            if k in after:
+                self.m["trap_echo_client_" + k] = (after[k] -
+                                                   before.get(k, 0))
+        arp = after.get("arp_replies", 0) - before.get("arp_replies", 0)
+        self.m["trap_arp_replies"] = arp
+        self.m["trap_arp_ok"] = bool(flushed and arp > 0 and got > 0 and
+                                     lladdr == npng.GUEST_MAC)
+        self.say("trap echo: %d/%d in %.1fs, p50 %s us, p99 %s us, trap "
+                 "delivered %s in %s polls, ARP replies %d (neighbour %s %s)"
+                 % (got, a.echo, t_sent, self.m["trap_echo_rtt_p50_us"],
+                    self.m["trap_echo_rtt_p99_us"], trap.get("delivered"),
+                    trap.get("polls"), arp, state, lladdr))
+        why = []
+        if got < a.echo:
+            why.append("trap_echo lost %d/%d%s" % (
+                a.echo - got, a.echo,
+                " (%d not sent: trap time over)" % unsent if unsent else ""))
+        if got and (trap.get("delivered") or 0) < got:
+            why.append("only %s of %d echoes were answered while trapped"
+                       % (trap.get("delivered"), got))
+        if not self.m["trap_arp_ok"]:
+            why.append("ARP not answered in trap (neighbour flushed: %s, "
+                       "arp_replies +%d, entry %s %s)" % (
+                           flushed, arp, state, lladdr))
+        if why:
+            reason = self.why_no_trap_rx()
+            if reason:
+                why.append("core: " + reason)
+            self.lost.append("; ".join(why))
+
     def loaded_burst(self, reverse, prefix):
         self.restart_iperf_server()
         ip = npng.Iperf(reverse, self.a.load_max_seconds,
@@ -149,8 +298,11 @@ class Cell:
                                                             ip.error()))
             self.check_alive(what)
             return
+        before = self.nc_stats()
         res = self.burst(prefix.replace("nc_", ""))
         alive = ip.proc.poll() is None
+        if reverse:
+            self.put_send_stats(prefix, before, self.nc_stats())
         t0, t1 = res["host_window"]
         mbps = ip.mbps_between(t0, max(t1, res["last_rx"] or t1))
         ip.kill()
@@ -165,7 +317,11 @@ class Cell:
         t_boot = time.monotonic()
         self.guest = npng.Guest(a.nic, a.workdir, a.serial_log, a.kernel,
                                 a.initrd, cpus=a.cpus,
-                                extra_append=a.append, nc_port=a.nc_port)
+                                extra_append=" ".join([
+                                    ECHO_APPEND,
+                                    "netpoll.poll_mode=%s" % a.poll_mode,
+                                    a.append]),
+                                nc_port=a.nc_port)
         info = self.guest.wait_ready(a.boot_timeout)
         self.m["boot_s"] = round(time.monotonic() - t_boot, 1)
         self.say("booted in %.1fs: %s, driver %s" % (
@@ -174,6 +330,10 @@ class Cell:
                                   logpath=a.serial_log + ".netconsole")
         self.put_burst("nc_idle", self.burst("idle"))
         if a.steps == "burst":
+            return
+        if self.echo():
+            self.trap_echo()
+        if a.steps == "echo":
             return
         if self.iperf_alone(True, "iperf_tx_mbps"):
             self.loaded_burst(True, "nc_load_tx")
@@ -211,7 +371,7 @@ def classify(cell):
     m = cell.m
     if cell.wedged:
         return "rx-wedged", cell.wedged
-    lost = []
+    lost = list(cell.lost)
     for p in ("nc_idle", "nc_load_tx", "nc_load_rx"):
         if m.get(p + "_missing"):
             lost.append("%s lost %d/%d" % (p, m[p + "_missing"],
@@ -234,7 +394,11 @@ def main():
     p.add_argument("--workdir", required=True)
     p.add_argument("--kernel", required=True)
     p.add_argument("--initrd", required=True)
-    p.add_argument("--steps", choices=("full", "burst"), default="full")
+    p.add_argument("--steps", choices=("full", "burst", "echo"),
+                   default="full")
+    p.add_argument("--echo", type=int, default=1000,
+                   help="datagrams per echo measurement")
+    p.add_argument("--trap-ms", type=int, default=6000)
     p.add_argument("--burst", type=int, default=5000)
     p.add_argument("--burst-timeout", type=int, default=300)
     p.add_argument("--boot-timeout", type=int, default=180)

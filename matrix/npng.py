@@ -24,6 +24,8 @@ HOST_MAC = "02:00:c0:00:02:01"
 GUEST_MAC = "52:54:00:12:34:56"
 NC_PORT = 6666          # host port netconsole sends to
 NC_SRC_PORT = 6665      # guest source port
+ECHO_PORT = 6600        # guest port of the netpoll_echo test client
+ECHO_HOST_PORT = 7000   # host port the echo measurements send from
 TAP = "tap0"
 
 
@@ -258,11 +260,20 @@ class Guest:
                      "cpus": int(parts[2]) if len(parts) > 2 else 0}
         return self.info
 
-    def run(self, cmd, timeout=60, check=True):
-        """Run a shell command in the guest; returns (rc, output)."""
+    def start(self, cmd):
+        """Send a shell command to the guest without waiting; returns the
+        tag to give to finish()."""
         self.seq += 1
         tag = "c%d" % self.seq
         self.sock.sendall(("%s %s\n" % (tag, cmd)).encode())
+        return tag
+
+    def run(self, cmd, timeout=60, check=True):
+        """Run a shell command in the guest; returns (rc, output)."""
+        return self.finish(self.start(cmd), cmd, timeout, check)
+
+    def finish(self, tag, cmd, timeout=60, check=True):
+        """Wait for the answer to a command sent with start()."""
         out, m = self._read_until(
             rb"@@END " + tag.encode() + rb" (\d+)\r?\n",
             time.monotonic() + timeout)
@@ -408,3 +419,125 @@ def write_json(path, obj):
         json.dump(obj, f, indent=2, sort_keys=False)
         f.write("\n")
     os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------
+# netpoll statistics (debugfs, "key value" lines) and the echo client
+
+def parse_kv(text):
+    """The "key value" lines of a netpoll debugfs file as a dict; numbers
+    become ints, send_ns_hist a list of ints."""
+    d = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        vals = []
+        for v in parts[1:]:
+            try:
+                vals.append(int(v))
+            except ValueError:
+                vals.append(v)
+        if parts[0] == "send_ns_hist":
+            d[parts[0]] = vals
+        elif len(vals) == 1:
+            d[parts[0]] = vals[0]
+        else:
+            d[parts[0]] = " ".join(str(v) for v in vals)
+    return d
+
+
+def read_stats(guest, prefix):
+    """The statistics of the netpoll client whose debugfs folder starts
+    with `prefix` (for example "netconsole-"), or None if there is none."""
+    rc, out = guest.run("cat /sys/kernel/debug/netpoll/%s*/stats" % prefix,
+                        timeout=30, check=False)
+    if rc:
+        return None
+    return parse_kv(out)
+
+
+def hist_delta(after, before):
+    a = after.get("send_ns_hist") or []
+    b = (before or {}).get("send_ns_hist") or [0] * len(a)
+    return [x - y for x, y in zip(a, b)]
+
+
+def hist_percentile_us(hist, q):
+    """Upper bound, in microseconds, of the log2 bucket holding the q-th
+    quantile of a send time histogram (bucket i: [2^i, 2^(i+1)) ns)."""
+    total = sum(hist)
+    if not total:
+        return None
+    want = q * total
+    seen = 0
+    for i, n in enumerate(hist):
+        seen += n
+        if seen >= want:
+            return round((2 ** (i + 1)) / 1000.0, 3)
+    return None
+
+
+def quantile(sorted_vals, q):
+    """Nearest-rank quantile of an already sorted list."""
+    if not sorted_vals:
+        return None
+    i = min(len(sorted_vals) - 1,
+            max(0, int(round(q * len(sorted_vals))) - 1))
+    return sorted_vals[i]
+
+
+class Echo:
+    """Round trips to the guest's netpoll_echo client, one datagram at a
+    time, from HOST_IP:ECHO_HOST_PORT."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((HOST_IP, ECHO_HOST_PORT))
+        self.n = 0
+
+    def rtts(self, count, timeout=0.5, until=None):
+        """Send up to `count` datagrams, each after the previous one was
+        answered or timed out, stopping early at monotonic time `until`.
+        Returns (sorted RTTs in us, lost, sent)."""
+        out = []
+        lost = sent = 0
+        for _ in range(count):
+            if until is not None and time.monotonic() >= until:
+                break
+            self.n += 1
+            want = b"npng-echo %d" % self.n
+            t = time.monotonic()
+            self.sock.sendto(want, (GUEST_IP, ECHO_PORT))
+            sent += 1
+            deadline = t + timeout
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    lost += 1
+                    break
+                r, _, _ = select.select([self.sock], [], [], left)
+                if not r:
+                    continue
+                data = self.sock.recv(2048)
+                if data == want:
+                    out.append((time.monotonic() - t) * 1e6)
+                    break
+        out.sort()
+        return out, lost, sent
+
+    def close(self):
+        self.sock.close()
+
+
+def flush_neigh():
+    subprocess.run(["ip", "neigh", "flush", "dev", TAP],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def neigh_state(ip=GUEST_IP):
+    """The host's neighbour entry for ip on the tap: (state, lladdr)."""
+    out = subprocess.run(["ip", "neigh", "show", ip, "dev", TAP],
+                         capture_output=True, text=True).stdout.split()
+    lladdr = out[out.index("lladdr") + 1] if "lladdr" in out else None
+    return (out[-1] if out else "NONE"), lladdr

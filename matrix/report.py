@@ -22,6 +22,12 @@ def burst(m, p):
     return s + " @ %s/s" % fmt(m.get(p + "_msgs_per_s"))
 
 
+def lost(m):
+    if m.get("trap_echo_lost") is None:
+        return "-"
+    return "%s/%s" % (m["trap_echo_lost"], m.get("trap_echo_count", "?"))
+
+
 def markdown(doc):
     out = []
     out.append("Kernel %s, %d patch(es), QEMU %s (TCG), started %s, "
@@ -51,6 +57,41 @@ def markdown(doc):
                        burst(m, "nc_load_rx"),
                        fmt(m.get("nc_load_rx_iperf_mbps")),
                        (c.get("detail") or "").replace("|", "/")))
+    if any("echo_rtt_p50_us" in c.get("metrics", {}) or
+           "nc_load_tx_send_p50_us" in c.get("metrics", {})
+           for c in doc.get("cells", [])):
+        out.append("")
+        out.append("Polling core: echo round trips measured by the host "
+                   "(p50/p99 us; trapped = the guest held with interrupts "
+                   "off, polling), ARP answered while trapped after the "
+                   "host flushed its neighbour entry, and netconsole's "
+                   "send path during the burst under guest→host load "
+                   "(log2-bucket bounds, us).")
+        out.append("")
+        out.append("| NIC | mode | polled by | echo running p50/p99 "
+                   "| echo trapped p50/p99 | trapped lost | ARP in trap "
+                   "| nc send p50/p99/max | sends that polled "
+                   "| dropped / deferred |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        for c in doc.get("cells", []):
+            m = c.get("metrics", {})
+            out.append("| %s | %s | %s | %s / %s | %s / %s | %s | %s "
+                       "| %s / %s / %s | %s | %s / %s |" % (
+                           c["nic"], c["poll_mode"],
+                           m.get("poll_how") or "-",
+                           fmt(m.get("echo_rtt_p50_us")),
+                           fmt(m.get("echo_rtt_p99_us")),
+                           fmt(m.get("trap_echo_rtt_p50_us")),
+                           fmt(m.get("trap_echo_rtt_p99_us")),
+                           lost(m),
+                           {True: "yes", False: "no"}.get(
+                               m.get("trap_arp_ok"), "-"),
+                           fmt(m.get("nc_load_tx_send_p50_us"), 1),
+                           fmt(m.get("nc_load_tx_send_p99_us"), 1),
+                           fmt(m.get("nc_load_tx_send_max_us"), 1),
+                           fmt(m.get("nc_load_tx_tx_polled")),
+                           fmt(m.get("nc_load_tx_dropped")),
+                           fmt(m.get("nc_load_tx_deferred"))))
     if "elapsed_s" in doc:
         out.append("")
         out.append("Matrix run took %d s." % doc["elapsed_s"])

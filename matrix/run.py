@@ -101,9 +101,9 @@ def qemu_version():
         return "?"
 
 
-def run_cell(args, idx, nic, driver, results, stamp):
+def run_cell(args, idx, nic, driver, mode, results, stamp):
     ns = Netns("npng-%d-%d" % (os.getpid(), idx))
-    tag = "%s-%s%s" % (nic, args.poll_mode,
+    tag = "%s-%s%s" % (nic, mode,
                        "" if args.cpus == 1 else "-smp%d" % args.cpus)
     serial = os.path.join(results, "%s.log" % tag)
     out = os.path.join(results, ".%s.json" % tag)
@@ -118,7 +118,8 @@ def run_cell(args, idx, nic, driver, results, stamp):
             "--kernel", args.kernel, "--initrd", args.initrd,
             "--steps", args.steps, "--burst", str(args.burst),
             "--iperf-seconds", str(args.iperf_seconds),
-            "--cpus", str(args.cpus), "--poll-mode", args.poll_mode,
+            "--cpus", str(args.cpus), "--poll-mode", mode,
+            "--echo", str(args.echo),
             "--nc-port", str(args.nc_port), "--append", args.append]
     if args.verbose:
         argv.append("-v")
@@ -152,7 +153,7 @@ def run_cell(args, idx, nic, driver, results, stamp):
         os.unlink(out)
     except (OSError, ValueError):
         cell = {"nic": nic, "driver": None, "expected_driver": driver,
-                "poll_mode": args.poll_mode, "cpus": args.cpus,
+                "poll_mode": mode, "cpus": args.cpus,
                 "status": "fail",
                 "detail": "cell produced no result (timeout after %ds?)"
                 % args.cell_timeout,
@@ -170,11 +171,18 @@ def main():
         npng.BUILD, "obj", "arch", "x86", "boot", "bzImage"))
     p.add_argument("--initrd", default=os.path.join(npng.BUILD,
                                                     "rootfs.cpio"))
-    p.add_argument("--steps", choices=("full", "burst"), default="full")
+    p.add_argument("--steps", choices=("full", "burst", "echo"),
+                   default="full",
+                   help="full: every step; burst: boot and the idle "
+                   "netconsole burst; echo: also the echo steps")
+    p.add_argument("--echo", type=int, default=1000,
+                   help="datagrams per echo measurement")
     p.add_argument("--burst", type=int, default=5000)
     p.add_argument("--iperf-seconds", type=int, default=5)
     p.add_argument("--cpus", type=int, default=1)
-    p.add_argument("--poll-mode", default="driver")
+    p.add_argument("--poll-modes", default="driver,irq",
+                   help="comma-separated netpoll.poll_mode values; every "
+                   "NIC runs once per mode (driver, irq, auto)")
     p.add_argument("--nc-port", type=int, default=npng.NC_PORT)
     p.add_argument("--append", default="")
     p.add_argument("--cell-timeout", type=int, default=900)
@@ -200,6 +208,12 @@ def main():
     else:
         nics = all_nics
 
+    modes = [m for m in args.poll_modes.split(",") if m]
+    bad = [m for m in modes if m not in ("auto", "driver", "irq")]
+    if bad or not modes:
+        sys.exit("run.py: bad --poll-modes %r: use auto, driver, irq"
+                 % args.poll_modes)
+
     os.makedirs(args.results, exist_ok=True)
     try:
         with open(os.path.join(npng.BUILD, "kernel-version")) as f:
@@ -214,25 +228,28 @@ def main():
     jpath = os.path.join(args.results, args.name + ".json")
     mpath = os.path.join(args.results, args.name + ".md")
     t0 = time.monotonic()
-    log("matrix: %d NIC model(s), kernel %s, qemu %s, burst %d, steps %s"
-        % (len(nics), kver, doc["qemu"], args.burst, args.steps))
+    log("matrix: %d NIC model(s) x poll modes %s, kernel %s, qemu %s, "
+        "burst %d, steps %s" % (len(nics), ",".join(modes), kver,
+                                doc["qemu"], args.burst, args.steps))
     rc = 0
     try:
-        for i, (nic, driver) in enumerate(nics):
+        runs = [(nic, driver, mode) for nic, driver in nics
+                for mode in modes]
+        for i, (nic, driver, mode) in enumerate(runs):
             tc = time.monotonic()
-            log("[%d/%d] %-15s started   (elapsed %3ds)" % (
-                i + 1, len(nics), nic, tc - t0))
-            cell = run_cell(args, i, nic, driver, args.results,
+            log("[%d/%d] %-15s %-6s started   (elapsed %3ds)" % (
+                i + 1, len(runs), nic, mode, tc - t0))
+            cell = run_cell(args, i, nic, driver, mode, args.results,
                             doc["started"])
             doc["cells"].append(cell)
             npng.write_json(jpath, doc)
             m = cell["metrics"]
-            log("[%d/%d] %-15s %-12s %3ds (elapsed %3ds) driver=%s "
-                "idle %s/%s %s" % (
-                    i + 1, len(nics), nic, cell["status"],
+            log("[%d/%d] %-15s %-6s %-10s %3ds (elapsed %3ds) driver=%s "
+                "idle %s/%s trap echo lost %s %s" % (
+                    i + 1, len(runs), nic, mode, cell["status"],
                     time.monotonic() - tc, time.monotonic() - t0,
                     cell.get("driver"), m.get("nc_idle_received"),
-                    m.get("nc_idle_sent"),
+                    m.get("nc_idle_sent"), m.get("trap_echo_lost", "-"),
                     ("- " + cell["detail"]) if cell.get("detail") else ""))
     except KeyboardInterrupt:
         log("matrix: interrupted; namespaces and guests removed, partial "

@@ -1,8 +1,13 @@
 #!/bin/bash
-# make kernel [BASELINE=1]: build the i386 matrix kernel.
+# make kernel [BASELINE=1] [DEBUG=1]: build the i386 matrix kernel.
 #
 #   default     build/linux (series applied)      -> build/obj
 #   BASELINE=1  build/linux-base (pristine only)  -> build/obj-base
+#   DEBUG=1     build/linux plus matrix/kernel-debug.config (lockdep,
+#               atomic-sleep and spinlock debugging) -> build/obj-debug
+#
+# For development in another git worktree: TREE=dir OBJ=dir build that tree
+# into that folder; EXTRA_CONFIG=file merges one more fragment.
 #
 # The config is tinyconfig plus matrix/kernel.config, merged with the
 # kernel's merge_config.sh.  .config is only replaced when its content
@@ -10,14 +15,19 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-tree=$top/build/linux
-obj=$top/build/obj
-frag=$top/matrix/kernel.config
+tree=${TREE:-$top/build/linux}
+obj=${OBJ:-$top/build/obj}
+frags=("$top/matrix/kernel.config")
+if [ "${DEBUG:-0}" = 1 ]; then
+	frags+=("$top/matrix/kernel-debug.config")
+	[ -n "${OBJ:-}" ] || obj=$top/build/obj-debug
+fi
+[ -z "${EXTRA_CONFIG:-}" ] || frags+=("$(realpath "$EXTRA_CONFIG")")
 jobs=${JOBS:-$(nproc)}
 
 die() { echo "kernel: $*" >&2; exit 1; }
 
-[ -d "$tree/.git" ] || die "no build/linux (run 'make tree')"
+[ -e "$tree/.git" ] || die "no build/linux (run 'make tree')"
 
 # One kernel build at a time on this machine (2 cores): wait for another.
 exec 9>"$top/build/.kbuild.lock"
@@ -47,7 +57,7 @@ rm -rf "$cfg"
 mkdir -p "$cfg"
 make -s -C "$tree" O="$cfg" ARCH=i386 tinyconfig >/dev/null
 (cd "$cfg" && ARCH=i386 "$tree/scripts/kconfig/merge_config.sh" -m -O "$cfg" \
-	"$cfg/.config" "$frag" >"$cfg/merge.log" 2>&1) ||
+	"$cfg/.config" "${frags[@]}" >"$cfg/merge.log" 2>&1) ||
 	{ cat "$cfg/merge.log"; die "merge_config.sh failed"; }
 make -s -C "$tree" O="$cfg" ARCH=i386 olddefconfig >/dev/null
 
@@ -71,7 +81,7 @@ while IFS= read -r line; do
 		fi
 		;;
 	esac
-done <"$frag"
+done < <(cat "${frags[@]}")
 [ $bad = 0 ] || die "config fragment not satisfied (see above); a dependency is missing"
 
 if ! cmp -s "$cfg/.config" "$obj/.config"; then

@@ -43,11 +43,12 @@ def check(cond, msg):
         raise Failed(msg)
 
 
-def run_matrix(name, nics, *extra):
-    """Run matrix/run.py on `nics` with the burst-only steps; returns the
-    cells of its JSON."""
+def run_matrix(name, nics, *extra, steps="burst", modes="driver"):
+    """Run matrix/run.py on `nics` with the given steps and poll modes;
+    returns the cells of its JSON."""
     argv = [sys.executable, os.path.join(TOP, "matrix", "run.py"),
-            "--nics", ",".join(nics), "--steps", "burst",
+            "--nics", ",".join(nics), "--steps", steps,
+            "--poll-modes", modes,
             "--burst", str(BURST), "--results", RESULTS, "--name", name,
             "--cell-timeout", "400"] + list(extra)
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -93,6 +94,25 @@ def iperf_line_parser():
             "    212 KBytes")
     m = npng.IPERF_LINE.search(line)
     check(m and float(m.group(3)) == 505.0 and m.group(4) == "M", repr(m))
+
+
+@test
+def stats_parser_and_histogram_quantiles():
+    st = npng.parse_kv("name netconsole\nsent 12\npoll_how irq\n"
+                       "local 192.0.2.2:6665\n"
+                       "send_ns_hist 0 0 0 0 0 0 0 0 0 0 4 5 1\n")
+    check(st["sent"] == 12 and st["poll_how"] == "irq" and
+          st["local"] == "192.0.2.2:6665", repr(st))
+    before = {"send_ns_hist": [0] * 10 + [2, 1, 0]}
+    h = npng.hist_delta(st, before)
+    check(h == [0] * 10 + [2, 4, 1], repr(h))
+    # 7 sends: 2 in [1024, 2048) ns, 4 in [2048, 4096), 1 in [4096, 8192)
+    check(npng.hist_percentile_us(h, 0.5) == 4.096, repr(h))
+    check(npng.hist_percentile_us(h, 0.99) == 8.192, repr(h))
+    check(npng.hist_percentile_us([0] * 32, 0.5) is None, "empty")
+    check(npng.quantile([1, 2, 3, 4], 0.5) == 2 and
+          npng.quantile([5], 0.99) == 5 and npng.quantile([], 0.5) is None,
+          "quantile")
 
 
 @test
@@ -148,29 +168,50 @@ def kernel_config_has_fragment():
 
 def make_boot_test(nic):
     def fn():
-        cells = run_matrix("boot-" + nic, [nic])
-        check(len(cells) == 1, "no cell")
-        c = cells[0]
-        m = c["metrics"]
-        print("    %s: driver %s, booted in %ss, %s/%s received, %s "
-              "reordered, %s msg/s" % (
-                  nic, c.get("driver"), m.get("boot_s"),
-                  m.get("nc_idle_received"), m.get("nc_idle_sent"),
-                  m.get("nc_idle_reordered"), m.get("nc_idle_msgs_per_s")))
-        check(c["status"] == "pass", "status %s: %s" % (c["status"],
-                                                       c["detail"]))
-        check(c.get("driver") == EXPECTED_DRIVER[nic],
-              "driver %s, expected %s" % (c.get("driver"),
-                                          EXPECTED_DRIVER[nic]))
-        check(m.get("nc_idle_sent") == BURST, "sent %s" %
-              m.get("nc_idle_sent"))
-        check(m.get("nc_idle_received") == BURST and
-              m.get("nc_idle_missing") == 0,
-              "lost %s messages" % m.get("nc_idle_missing"))
-        check(m.get("nc_idle_reordered") == 0 and
-              m.get("nc_idle_duplicates") == 0, "out of order")
-    fn.__name__ = "boot_burst_" + nic
+        cells = run_matrix("boot-" + nic, [nic], steps="echo",
+                           modes="driver,irq")
+        check(len(cells) == 2, "%d cells, expected 2" % len(cells))
+        for c in cells:
+            check_boot_cell(nic, c)
+    fn.__name__ = "boot_burst_echo_" + nic
     return fn
+
+
+def check_boot_cell(nic, c):
+    """One cell of a boot test: every figure it must show."""
+    m = c["metrics"]
+    print("    %s %s: trap echo lost %s/%s, p50 %s us (running %s us), "
+          "ARP in trap %s, polled by %s" % (
+              nic, c["poll_mode"], m.get("trap_echo_lost"),
+              m.get("trap_echo_count"), m.get("trap_echo_rtt_p50_us"),
+              m.get("echo_rtt_p50_us"), m.get("trap_arp_ok"),
+              m.get("poll_how")))
+    print("    %s: driver %s, booted in %ss, %s/%s received, %s "
+          "reordered, %s msg/s" % (
+              nic, c.get("driver"), m.get("boot_s"),
+              m.get("nc_idle_received"), m.get("nc_idle_sent"),
+              m.get("nc_idle_reordered"), m.get("nc_idle_msgs_per_s")))
+    check(c["status"] == "pass", "status %s: %s" % (c["status"],
+                                                   c["detail"]))
+    check(c.get("driver") == EXPECTED_DRIVER[nic],
+          "driver %s, expected %s" % (c.get("driver"),
+                                      EXPECTED_DRIVER[nic]))
+    check(m.get("nc_idle_sent") == BURST, "sent %s" %
+          m.get("nc_idle_sent"))
+    check(m.get("nc_idle_received") == BURST and
+          m.get("nc_idle_missing") == 0,
+          "lost %s messages" % m.get("nc_idle_missing"))
+    check(m.get("nc_idle_reordered") == 0 and
+          m.get("nc_idle_duplicates") == 0, "out of order")
+    check(m.get("echo_lost") == 0, "running echo lost %s" %
+          m.get("echo_lost"))
+    check(m.get("trap_echo_lost") == 0 and
+          m.get("trap_echo_count", 0) >= 1000,
+          "%s: trap echo lost %s of %s" % (
+              c["poll_mode"], m.get("trap_echo_lost"),
+              m.get("trap_echo_count")))
+    check(m.get("trap_arp_ok") is True, "%s: ARP not answered in trap"
+          % c["poll_mode"])
 
 
 for _nic in REQUIRED:
@@ -182,7 +223,7 @@ def kunit_netpoll():
     """The matrix kernel runs the netpoll KUnit suite at boot; read its
     KTAP summary from the e1000 boot test's serial log."""
     log = os.path.join(RESULTS, "e1000-driver.log")
-    check(os.path.exists(log), "no serial log %s (boot_burst_e1000 must "
+    check(os.path.exists(log), "no serial log %s (boot_burst_echo_e1000 must "
           "run first)" % log)
     text = open(log, errors="replace").read()
     m = re.search(r"# netpoll: pass:(\d+) fail:(\d+) skip:(\d+) "
@@ -197,10 +238,33 @@ def kunit_netpoll():
 
 
 @test
+def kunit_fails_on_broken_checksum_check():
+    """A kernel whose IP header checksum check is disabled must fail the
+    suite (scripts/mutant.sh builds and boots it)."""
+    r = subprocess.run([os.path.join(TOP, "scripts", "mutant.sh")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    with open(os.path.join(RESULTS, "mutant.out"), "w") as f:
+        f.write(r.stdout)
+    check(r.returncode == 0, "mutant.sh exited %d: %s" % (
+        r.returncode, npng.one_line(r.stdout[-300:])))
+    m = re.search(r"# netpoll: pass:(\d+) fail:(\d+)", r.stdout)
+    check(m, "no KUnit summary from the mutant")
+    fails = re.findall(r"not ok \d+ (netpoll_\w+)", r.stdout)
+    print("    mutant kernel: pass:%s fail:%s, failed: %s" % (
+        m.group(1), m.group(2), " ".join(fails)))
+    check(int(m.group(2)) > 0, "the suite passed with the checksum check "
+          "disabled")
+    check("netpoll_parse_bad_checksums" in fails,
+          "netpoll_parse_bad_checksums did not fail")
+
+
+@test
 def negative_lost_messages_fail_the_cell():
     """The guest's netconsole targets a port nobody listens on: every
     message is lost, and the harness must say so (status loss)."""
     cells = run_matrix("negative", ["e1000"], "--nc-port", "6667")
+    check(len(cells) == 1, "%d cells" % len(cells))
     c = cells[0]
     m = c["metrics"]
     check(c["status"] == "loss", "status %s (%s): loss went unnoticed" % (

@@ -1,0 +1,570 @@
+#!/usr/bin/env python3
+"""kgdboe end to end: boot a guest and debug it with gdb over UDP.
+
+Runs inside a network namespace that the caller created, with tap0 at
+192.0.2.1/24 (as matrix/cell.py runs inside the namespace of
+matrix/run.py).  Boots the guest with kgdboe, drives the host's gdb
+non-interactively through its machine interface (--interpreter=mi2, no
+terminal, no user) and prints one line per step, PASS or FAIL, with its
+timing, then a summary; --out also writes them as JSON.  The exit status
+is 0 only when every step passed.
+
+Steps:
+  boot          guest ready, kgdboe registered (serial log)
+  sysfs_bad     malformed kgdboe strings are refused by the sysfs parameter
+  sysfs_nodev   a device that does not exist is refused (ENODEV)
+  sysfs_set     the good string set again at run time, kgdboe registered
+  foreign       a datagram from --foreign-ip (another address on tap0) gets
+                no answer, no ICMP, and does not stop the kernel
+  attach        target remote udp:GUEST:PORT (attach_ms)
+  registers     info registers shows eip
+  backtrace     bt shows frame #0
+  release       print init_uts_ns.name.release == the guest's uname -r
+  reads         --reads x print jiffies (read_ms_median, read_ms_p90)
+  dump64k       dump binary memory of 64 KiB of kernel text (dump_kib_s)
+  breakpoint    break ksys_sync, continue, `sync` in the guest stops there
+                (cont_to_bp_ms: from the guest command to the stop)
+  step          next, then stepi
+  delete_cont   delete, continue, the guest's sync completes
+  interrupt     gdb's interrupt (0x03) stops the running kernel (intr_ms)
+  detach        detach; the guest answers its control agent again
+  duplicates    a raw client sends every gdb packet twice, and a stale ack:
+                the stub answers consistently, detaches, the guest lives
+  unregister    an empty string unregisters kgdboe; kgdboe registers again
+  splat         no BUG/WARNING/Oops in the serial log
+
+--port sets the port gdb is pointed at: a wrong one must make attach (and
+the steps after it) fail.
+"""
+
+import argparse
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+import npng  # noqa: E402
+from npng import HarnessError  # noqa: E402
+
+PORT = 6443
+SPLAT = re.compile(r"(BUG: .*|WARNING: .*|Oops: .*|Kernel panic.*|"
+                   r"sleeping function called from invalid context.*|"
+                   r"INFO: .*(?:lock|hung|stall).*)")
+
+
+class StepFailed(Exception):
+    pass
+
+
+def mi_unquote(s):
+    """A C string of gdb's MI output, without its quotes."""
+    out = []
+    i = 0
+    esc = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            out.append(esc.get(s[i + 1], s[i + 1]))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+class Gdb:
+    """gdb --interpreter=mi2 on pipes."""
+
+    def __init__(self, vmlinux, log):
+        self.log = log
+        self.q = queue.Queue()
+        self.tok = 100
+        self.proc = subprocess.Popen(
+            ["gdb", "-q", "-nx", "--interpreter=mi2", vmlinux],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        threading.Thread(target=self._reader, daemon=True).start()
+
+    def _reader(self):
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            self.log.write(line + "\n")
+            self.q.put(line)
+        self.q.put(None)
+
+    def _line(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise StepFailed("gdb: timeout")
+        try:
+            line = self.q.get(timeout=left)
+        except queue.Empty:
+            raise StepFailed("gdb: timeout")
+        if line is None:
+            raise StepFailed("gdb exited")
+        return line
+
+    def send(self, cmd):
+        self.tok += 1
+        self.log.write(">>> %d%s\n" % (self.tok, cmd))
+        self.proc.stdin.write(("%d%s\n" % (self.tok, cmd)).encode())
+        self.proc.stdin.flush()
+        return str(self.tok)
+
+    def cmd(self, cmd, timeout=30):
+        """Run an MI or CLI command; returns (class, result, console)."""
+        tok = self.send(cmd)
+        deadline = time.monotonic() + timeout
+        console = []
+        while True:
+            line = self._line(deadline)
+            if line.startswith("~"):
+                console.append(mi_unquote(line[2:-1]))
+            elif line.startswith(tok + "^"):
+                cls, _, rest = line[len(tok) + 1:].partition(",")
+                if cls == "error":
+                    raise StepFailed("gdb: %s: %s" % (cmd, rest[:200]))
+                return cls, rest, "".join(console)
+
+    def cli(self, cmd, timeout=30):
+        return self.cmd('-interpreter-exec console "%s"'
+                        % cmd.replace('"', '\\"'), timeout)[2]
+
+    def wait_stopped(self, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._line(deadline)
+            if line.startswith("*stopped"):
+                return line
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(b"-gdb-exit\n")
+                self.proc.stdin.flush()
+                self.proc.wait(3)
+            except (OSError, subprocess.TimeoutExpired):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(3)
+
+
+class Test:
+    def __init__(self, a):
+        self.a = a
+        self.results = []
+        self.metrics = {}
+        self.guest = None
+        self.gdb = None
+        self.attached = False
+        self.release = None
+        self.config = "%d@%s/eth0,@%s/%s" % (PORT, npng.GUEST_IP,
+                                              npng.HOST_IP, npng.HOST_MAC)
+        os.makedirs(a.workdir, exist_ok=True)
+        self.gdblog = open(os.path.join(a.workdir, "gdb-mi.log"), "w")
+
+    def step(self, name, fn, needs_attach=False):
+        if needs_attach and not self.attached:
+            self.results.append((name, False, "not attached", 0.0))
+            print("FAIL %-12s not attached" % name, flush=True)
+            return False
+        t = time.monotonic()
+        try:
+            detail = fn() or ""
+            ok = True
+        except (StepFailed, HarnessError, OSError) as e:
+            ok, detail = False, str(e)
+        dt = time.monotonic() - t
+        self.results.append((name, ok, detail, dt))
+        print("%s %-12s %6.2fs  %s" % ("PASS" if ok else "FAIL", name, dt,
+                                       detail), flush=True)
+        return ok
+
+    # -- guest ------------------------------------------------------------
+
+    def boot(self):
+        self.guest = npng.Guest(
+            self.a.nic, self.a.workdir, self.a.serial_log, self.a.kernel,
+            self.a.initrd, cpus=self.a.cpus,
+            extra_append="kgdboe=" + self.config + " " + self.a.append)
+        info = self.guest.wait_ready(self.a.boot_timeout)
+        _, out = self.guest.run("uname -r", timeout=20)
+        self.release = out.strip()
+        log = open(self.a.serial_log, errors="replace").read()
+        if "Registered I/O driver kgdboe" not in log:
+            raise StepFailed("kgdboe did not register: %s" % " | ".join(
+                l for l in log.splitlines() if "kgdboe" in l)[-300:])
+        return "%s, %d cpu(s), driver %s" % (self.release, info["cpus"],
+                                             info["driver"])
+
+    def sysfs_write(self, value):
+        return self.guest.run("echo '%s' > /sys/module/kgdboe/parameters/"
+                              "kgdboe" % value, timeout=30, check=False)
+
+    def sysfs_bad(self):
+        for bad in ("garbage", "6443@192.0.2.2/eth0,@300.1.1.1/",
+                    "6443@192.0.2.2/eth0,@::1/"):
+            rc, out = self.sysfs_write(bad)
+            if rc == 0:
+                raise StepFailed("'%s' accepted" % bad)
+        return "3 bad strings refused"
+
+    def sysfs_nodev(self):
+        rc, out = self.sysfs_write("@192.0.2.2/eth9,@%s/" % npng.HOST_IP)
+        if rc == 0:
+            raise StepFailed("eth9 accepted")
+        _, dm = self.guest.run("dmesg | grep kgdboe | tail -n 3",
+                               timeout=20, check=False)
+        if "eth9" not in dm:
+            raise StepFailed("no message naming eth9: %s" % dm.strip())
+        return npng.one_line(out, 80)
+
+    def sysfs_set(self):
+        rc, out = self.sysfs_write(self.config)
+        if rc:
+            raise StepFailed("good string refused: %s" % out.strip())
+        _, cur = self.guest.run("cat /sys/module/kgdboe/parameters/kgdboe",
+                                timeout=20)
+        if cur.strip() != self.config:
+            raise StepFailed("parameter reads %r" % cur.strip())
+        return "registered again"
+
+    def unregister(self):
+        rc, out = self.sysfs_write("")
+        if rc:
+            raise StepFailed("empty string refused: %s" % out.strip())
+        _, dm = self.guest.run("dmesg | tail -n 5", timeout=20)
+        if "Unregistered I/O driver kgdboe" not in dm:
+            raise StepFailed("no unregister message: %s" % npng.one_line(dm))
+        # no longer served: the port is the stack's again (ICMP)
+        self.sysfs_set()
+        return "unregistered and registered again"
+
+    # -- raw UDP ----------------------------------------------------------
+
+    def foreign(self):
+        if self.a.foreign_ip:
+            subprocess.run(["ip", "addr", "add", self.a.foreign_ip + "/24",
+                            "dev", npng.TAP], stderr=subprocess.DEVNULL)
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.bind((self.a.foreign_ip, 0))
+            s.connect((npng.GUEST_IP, self.a.port))
+            s.settimeout(1.0)
+            s.send(b"+")
+            s.send(b"$?#3f")
+            s.send(b"\x03")
+            try:
+                d = s.recv(2048)
+                raise StepFailed("answered: %r" % d[:40])
+            except socket.timeout:
+                pass
+            except ConnectionRefusedError:
+                raise StepFailed("ICMP port unreachable")
+        finally:
+            s.close()
+        rc, out = self.guest.run("echo alive", timeout=10)
+        return "no answer, kernel still runs"
+
+    def duplicates(self):
+        """Speak the protocol by hand: each packet sent twice."""
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.connect((npng.GUEST_IP, self.a.port))
+        s.settimeout(0.5)
+        got = b""
+
+        def pkt(body):
+            return b"$%s#%02x" % (body, sum(body) % 256)
+
+        def collect(secs):
+            nonlocal got
+            end = time.monotonic() + secs
+            while time.monotonic() < end:
+                try:
+                    got += s.recv(4096)
+                except socket.timeout:
+                    pass
+
+        try:
+            s.send(pkt(b"qSupported"))          # breaks in
+            s.send(pkt(b"qSupported"))
+            collect(3)
+            s.send(b"+")
+            s.send(b"+")                        # stale extra ack
+            for body in (b"?", b"g", b"m%x,4" % self.text_addr):
+                got = b""
+                s.send(pkt(body))
+                s.send(pkt(body))
+                collect(1.5)
+                s.send(b"+")
+                s.send(b"+")
+                replies = re.findall(rb"\$([^#]*)#", got)
+                if len(replies) < 1 or len(set(replies)) != 1:
+                    raise StepFailed("%s: replies %r" % (body, replies[:4]))
+            got = b""
+            s.send(pkt(b"D"))
+            collect(1.0)
+            s.send(b"+")
+            if b"$OK#9a" not in got:
+                raise StepFailed("detach answered %r" % got[:60])
+        except ConnectionRefusedError:
+            raise StepFailed("ICMP port unreachable")
+        finally:
+            s.close()
+        rc, out = self.guest.run("echo alive", timeout=20)
+        return "consistent replies, detached, guest alive"
+
+    # -- gdb --------------------------------------------------------------
+
+    def attach(self):
+        self.gdb = Gdb(self.a.vmlinux, self.gdblog)
+        g = self.gdb
+        g.cmd("-gdb-set confirm off")
+        g.cmd("-gdb-set pagination off")
+        g.cmd("-gdb-set mi-async on")
+        g.cmd("-gdb-set architecture i386")
+        g.cmd("-gdb-set remotetimeout %d" % self.a.remote_timeout)
+        t = time.monotonic()
+        g.cmd("-target-select remote udp:%s:%d" % (npng.GUEST_IP,
+                                                   self.a.port),
+              timeout=self.a.remote_timeout * 4 + 10)
+        ms = (time.monotonic() - t) * 1000
+        self.metrics["attach_ms"] = round(ms, 1)
+        self.attached = True
+        where = g.cli("frame")
+        return "%.0f ms, %s" % (ms, npng.one_line(where, 70))
+
+    def registers(self):
+        out = self.gdb.cli("info registers")
+        if not re.search(r"^eip\s+0x", out, re.M):
+            raise StepFailed("no eip: %s" % npng.one_line(out))
+        return npng.one_line(re.search(r"^eip.*$", out, re.M).group(0), 60)
+
+    def backtrace(self):
+        out = self.gdb.cli("bt 8")
+        if "#0" not in out:
+            raise StepFailed(npng.one_line(out))
+        return "%d frames, #0 %s" % (out.count("\n#") + 1, npng.one_line(
+            out.splitlines()[0], 60))
+
+    def release_step(self):
+        out = self.gdb.cli("print init_uts_ns.name.release")
+        if self.release not in out:
+            raise StepFailed("%s (guest says %s)" % (out.strip(),
+                                                      self.release))
+        return out.strip()
+
+    def reads(self):
+        times = []
+        for _ in range(self.a.reads):
+            t = time.monotonic()
+            self.gdb.cmd("-data-evaluate-expression jiffies")
+            times.append((time.monotonic() - t) * 1000)
+        times.sort()
+        med = statistics.median(times)
+        p90 = times[int(len(times) * 0.9) - 1]
+        self.metrics["read_ms_median"] = round(med, 3)
+        self.metrics["read_ms_p90"] = round(p90, 3)
+        return "%d reads, median %.2f ms, p90 %.2f ms" % (len(times), med,
+                                                           p90)
+
+    def dump64k(self):
+        path = os.path.join(self.a.workdir, "dump64k.bin")
+        if os.path.exists(path):
+            os.unlink(path)
+        t = time.monotonic()
+        self.gdb.cli("dump binary memory %s 0x%x 0x%x" % (
+            path, self.text_addr, self.text_addr + 65536), timeout=300)
+        dt = time.monotonic() - t
+        size = os.path.getsize(path)
+        if size != 65536:
+            raise StepFailed("dumped %d bytes" % size)
+        # compare with the same bytes in vmlinux: catches corruption
+        kib_s = 64 / dt
+        self.metrics["dump_kib_s"] = round(kib_s, 1)
+        ref = self.vmlinux_bytes(self.text_addr, 4096)
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        if ref is not None and ref != head:
+            diff = sum(1 for x, y in zip(ref, head) if x != y)
+            # alternatives and static keys patch some text at boot
+            if diff > 256:
+                raise StepFailed("%d of 4096 bytes differ from vmlinux"
+                                 % diff)
+        return "64 KiB in %.2f s = %.1f KiB/s" % (dt, kib_s)
+
+    def vmlinux_bytes(self, addr, n):
+        try:
+            out = subprocess.run(
+                ["objcopy", "-O", "binary", "--only-section=.text",
+                 self.a.vmlinux, os.path.join(self.a.workdir, "text.bin")],
+                capture_output=True)
+            if out.returncode:
+                return None
+            with open(os.path.join(self.a.workdir, "text.bin"), "rb") as f:
+                f.seek(addr - self.text_start)
+                return f.read(n)
+        except OSError:
+            return None
+
+    def breakpoint(self):
+        g = self.gdb
+        g.cmd("-break-insert ksys_sync")
+        g.cmd("-exec-continue")
+        time.sleep(0.3)
+        t = time.monotonic()
+        self.sync_tag = self.guest.start("sync")
+        line = g.wait_stopped(30)
+        ms = (time.monotonic() - t) * 1000
+        if "breakpoint-hit" not in line or "ksys_sync" not in line:
+            raise StepFailed(line[:200])
+        self.metrics["cont_to_bp_ms"] = round(ms, 1)
+        return "%.0f ms from `sync` to the stop" % ms
+
+    def step_step(self):
+        g = self.gdb
+        g.cmd("-exec-next")
+        line = g.wait_stopped(30)
+        if "end-stepping-range" not in line:
+            raise StepFailed(line[:200])
+        g.cmd("-exec-next-instruction")
+        line2 = g.wait_stopped(30)
+        if "end-stepping-range" not in line2:
+            raise StepFailed(line2[:200])
+        m = re.search(r'line="(\d+)"', line)
+        return "next -> line %s, stepi ok" % (m.group(1) if m else "?")
+
+    def delete_cont(self):
+        g = self.gdb
+        g.cmd("-break-delete")
+        g.cmd("-exec-continue")
+        self.guest.finish(self.sync_tag, "sync", timeout=30)
+        rc, out = self.guest.run("echo alive", timeout=20)
+        return "sync completed, guest runs"
+
+    def interrupt(self):
+        g = self.gdb
+        t = time.monotonic()
+        g.cmd("-exec-interrupt")
+        line = g.wait_stopped(30)
+        ms = (time.monotonic() - t) * 1000
+        if "signal-received" not in line:
+            raise StepFailed(line[:200])
+        self.metrics["intr_ms"] = round(ms, 1)
+        # the kernel is stopped: its agent cannot answer now
+        tag = self.guest.start("echo stopped-test")
+        try:
+            self.guest.finish(tag, "echo", timeout=2)
+            raise StepFailed("guest answered while stopped")
+        except HarnessError:
+            pass
+        self.pending_tag = tag
+        m = re.search(r'signal-name="(\w+)"', line)
+        return "%.0f ms, %s" % (ms, m.group(1) if m else "?")
+
+    def detach(self):
+        self.gdb.cmd("-target-detach")
+        self.attached = False
+        self.gdb.close()
+        self.guest.finish(self.pending_tag, "echo", timeout=30)
+        rc, out = self.guest.run("echo alive", timeout=20)
+        return "guest alive"
+
+    def splat(self):
+        with open(self.a.serial_log, errors="replace") as f:
+            for line in f:
+                m = SPLAT.search(line)
+                if m:
+                    raise StepFailed(npng.one_line(m.group(1)))
+        return "clean"
+
+    def run(self):
+        self.text_start = self.text_addr = self.symbol("_text")
+        if not self.step("boot", self.boot):
+            return
+        self.step("sysfs_bad", self.sysfs_bad)
+        self.step("sysfs_nodev", self.sysfs_nodev)
+        self.step("sysfs_set", self.sysfs_set)
+        self.step("foreign", self.foreign)
+        self.step("attach", self.attach)
+        self.step("registers", self.registers, True)
+        self.step("backtrace", self.backtrace, True)
+        self.step("release", self.release_step, True)
+        self.step("reads", self.reads, True)
+        self.step("dump64k", self.dump64k, True)
+        if self.step("breakpoint", self.breakpoint, True):
+            self.step("step", self.step_step, True)
+            self.step("delete_cont", self.delete_cont, True)
+        self.step("interrupt", self.interrupt, True)
+        self.step("detach", self.detach, True)
+        if self.step("foreign", self.foreign):
+            self.step("duplicates", self.duplicates)
+            self.step("unregister", self.unregister)
+        self.step("splat", self.splat)
+
+    def symbol(self, name):
+        out = subprocess.run(["nm", self.a.vmlinux], capture_output=True,
+                             text=True).stdout
+        m = re.search(r"^([0-9a-f]+) \w %s$" % re.escape(name), out, re.M)
+        if not m:
+            raise SystemExit("no %s in %s" % (name, self.a.vmlinux))
+        return int(m.group(1), 16)
+
+    def close(self):
+        if self.gdb:
+            self.gdb.close()
+        if self.guest:
+            self.guest.stop()
+        self.gdblog.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nic", default="e1000")
+    p.add_argument("--cpus", type=int, default=1)
+    p.add_argument("--kernel", required=True)
+    p.add_argument("--vmlinux", required=True)
+    p.add_argument("--initrd", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--serial-log", required=True)
+    p.add_argument("--port", type=int, default=PORT,
+                   help="port gdb targets (a wrong one must fail)")
+    p.add_argument("--foreign-ip", default="192.0.2.3",
+                   help="second host address on tap0 that is not served")
+    p.add_argument("--reads", type=int, default=100)
+    p.add_argument("--remote-timeout", type=int, default=2)
+    p.add_argument("--boot-timeout", type=int, default=180)
+    p.add_argument("--append", default="")
+    p.add_argument("--out", help="JSON results")
+    a = p.parse_args()
+
+    t = Test(a)
+    try:
+        t.run()
+    except KeyboardInterrupt:
+        t.results.append(("interrupted", False, "Ctrl-C", 0.0))
+    finally:
+        t.close()
+    passed = sum(1 for r in t.results if r[1])
+    failed = len(t.results) - passed
+    print("kgdboe %s cpus=%d: %d passed, %d failed; %s" % (
+        a.nic, a.cpus, passed, failed, json.dumps(t.metrics)), flush=True)
+    if a.out:
+        npng.write_json(a.out, {
+            "nic": a.nic, "cpus": a.cpus, "port": a.port,
+            "steps": [{"step": n, "pass": ok, "detail": d,
+                       "seconds": round(s, 3)} for n, ok, d, s in t.results],
+            "metrics": t.metrics, "passed": passed, "failed": failed})
+    return 0 if failed == 0 and t.results else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
