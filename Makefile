@@ -43,7 +43,7 @@ ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps tree export kernel rootfs matrix test checkpatch clean distclean help
+.PHONY: prepare-tree all deps tree export kernel rootfs matrix test checkpatch bisect clean distclean help
 
 all: help
 
@@ -78,11 +78,16 @@ matrix: kernel rootfs
 checkpatch: prepare-tree
 	@./scripts/checkpatch.sh
 
+# Build and boot the tree after every patch (slow: one build per patch).
+bisect: prepare-tree rootfs
+	@./scripts/bisect.sh
+
 test: kernel rootfs
 	@$(PYTHON) tests/run.py
 
 clean:
-	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/results \
+	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/obj-bisect \
+		build/bisect build/results \
 		build/test-results build/rootfs build/rootfs.cpio
 
 # Removes build/ entirely, including build/linux: refuses when it holds

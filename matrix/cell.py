@@ -183,16 +183,17 @@ class Cell:
                 self.m["%s_%s" % (prefix, k)] = after[k] - before.get(k, 0)
 
     def why_no_trap_rx(self):
-        """The core's setup message saying why trapped receive cannot
-        work on this device in this mode, if it printed one."""
+        """The core's setup report of how the echo client's device is
+        polled: why trapped receive cannot work, or what it polls."""
+        found = None
         try:
             with open(self.a.serial_log, errors="replace") as f:
                 for line in f:
-                    if "cannot receive while trapped" in line:
-                        return npng.one_line(line.split("] ", 1)[-1], 160)
+                    if "netpoll: netpoll_echo: eth0:" in line:
+                        found = npng.one_line(line.split("] ", 1)[-1], 200)
         except OSError:
             pass
-        return None
+        return found
 
     def echo(self):
         a = self.a

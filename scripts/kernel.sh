@@ -7,7 +7,8 @@
 #               atomic-sleep and spinlock debugging) -> build/obj-debug
 #
 # For development in another git worktree: TREE=dir OBJ=dir build that tree
-# into that folder; EXTRA_CONFIG=file merges one more fragment.
+# into that folder; EXTRA_CONFIG=file merges one more fragment;
+# SKIP_UNKNOWN=1 skips fragment options the tree does not have (bisect).
 #
 # The config is tinyconfig plus matrix/kernel.config, merged with the
 # kernel's merge_config.sh.  .config is only replaced when its content
@@ -71,7 +72,7 @@ while IFS= read -r line; do
 		if [ "$want" = n ]; then
 			grep -qx "# $opt is not set" "$cfg/.config" || ! grep -q "^$opt=" "$cfg/.config" ||
 				{ echo "kernel: $opt: wanted n, got $(grep "^$opt=" "$cfg/.config")" >&2; bad=1; }
-		elif [ "${BASELINE:-0}" = 1 ] &&
+		elif { [ "${BASELINE:-0}" = 1 ] || [ "${SKIP_UNKNOWN:-0}" = 1 ]; } &&
 		     ! grep -qE "^$opt=|^# $opt is not set" "$cfg/.config"; then
 			echo "kernel: $opt does not exist in the pristine tree, skipped"
 		elif ! grep -qx "$opt=$want" "$cfg/.config"; then
