@@ -77,8 +77,14 @@ class Cell:
             log("    %s: %s" % (self.a.nic, msg))
 
     def restart_iperf_server(self):
+        # Wait until the new server listens on 5201 (0x1451): a client
+        # started before that is refused.
         self.guest.run("killall iperf3 2>/dev/null; sleep 0.3; "
-                       "iperf3 -s -D >/dev/null 2>&1", timeout=30)
+                       "iperf3 -s -D >/dev/null 2>&1; i=0; "
+                       "until grep -q ':1451 0*:0000 0A' /proc/net/tcp "
+                       "/proc/net/tcp6 2>/dev/null; do i=$((i+1)); "
+                       "[ $i -gt 100 ] && break; sleep 0.05; done",
+                       timeout=30)
 
     def check_alive(self, what):
         """After a failed transfer: can the host still reach the guest?"""
@@ -255,8 +261,8 @@ class Cell:
         self.m["trap_echo_sent"] = sent
         self.m["trap_polls"] = trap.get("polls")
         self.m["trap_delivered"] = trap.get("delivered")
-        for k in ("sent", "dropped", "deferred", "tx_polled", "malformed",
-                  "foreign"):
+        for k in ("sent", "queued", "dropped", "deferred", "tx_polled",
+                  "malformed", "foreign"):
             if k in after:
                 self.m["trap_echo_client_" + k] = (after[k] -
                                                    before.get(k, 0))
