@@ -92,6 +92,27 @@ def markdown(doc):
                            fmt(m.get("nc_load_tx_tx_polled")),
                            fmt(m.get("nc_load_tx_dropped")),
                            fmt(m.get("nc_load_tx_deferred"))))
+    kcells = [c for c in doc.get("cells", []) if "kgdboe" in c.get("metrics",
+                                                                   {})]
+    if kcells:
+        out.append("")
+        out.append("kgdboe: a gdb session (tests/kgdboe.py) while iperf3 "
+                   "loads the NIC guest→host: attach, one `print jiffies` "
+                   "round trip (median of 100), reading 64 KiB of kernel "
+                   "memory, continue → breakpoint hit → gdb stopped.")
+        out.append("")
+        out.append("| NIC | mode | kgdboe | attach ms | command p50 ms "
+                   "| read KiB/s | break ms | failed steps |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for c in kcells:
+            m = c["metrics"]
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c["nic"], c["poll_mode"], m.get("kgdboe"),
+                fmt(m.get("kgdb_attach_ms")),
+                fmt(m.get("kgdb_cmd_rtt_p50_ms"), 2),
+                fmt(m.get("kgdb_read_kib_per_s")),
+                fmt(m.get("kgdb_break_ms")),
+                ", ".join(m.get("kgdb_failed_steps") or []) or "-"))
     if "elapsed_s" in doc:
         out.append("")
         out.append("Matrix run took %d s." % doc["elapsed_s"])

@@ -12,6 +12,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,64 @@ def run_cell(args, idx, nic, driver, mode, results, stamp):
     return cell
 
 
+KGDB_METRICS = (("attach_ms", "kgdb_attach_ms"),
+                ("read_ms_median", "kgdb_cmd_rtt_p50_ms"),
+                ("dump_kib_s", "kgdb_read_kib_per_s"),
+                ("cont_to_bp_ms", "kgdb_break_ms"))
+
+
+def run_kgdboe(args, idx, nic, mode, results):
+    """tests/kgdboe.py on one NIC in its own namespace, with iperf3
+    guest->host load; returns the metrics for the cell."""
+    ns = Netns("npng-%d-k%d" % (os.getpid(), idx))
+    tag = "%s-%s%s-kgdboe" % (nic, mode,
+                              "" if args.cpus == 1 else "-smp%d" % args.cpus)
+    out = os.path.join(results, ".%s.json" % tag)
+    workdir = os.path.join(results, ".work-%s" % tag)
+    if os.path.exists(out):
+        os.unlink(out)
+    argv = ["ip", "netns", "exec", ns.name, sys.executable,
+            os.path.join(npng.TOP, "tests", "kgdboe.py"), "--nic", nic,
+            "--cpus", str(args.cpus), "--kernel", args.kernel,
+            "--vmlinux", os.path.normpath(os.path.join(
+                os.path.dirname(args.kernel), "..", "..", "..", "vmlinux")),
+            "--initrd", args.initrd, "--workdir", workdir,
+            "--serial-log", os.path.join(results, tag + ".log"),
+            "--out", out, "--load",
+            "--append", "netpoll.poll_mode=%s" % mode]
+    proc = None
+    try:
+        with open(os.path.join(results, tag + ".out"), "w") as f:
+            proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                proc.wait(args.cell_timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    except KeyboardInterrupt:
+        if proc and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    finally:
+        ns.delete()
+        shutil.rmtree(workdir, ignore_errors=True)
+    m = {}
+    try:
+        with open(out) as f:
+            doc = json.load(f)
+        os.unlink(out)
+    except (OSError, ValueError):
+        return {"kgdboe": "no-result"}
+    failed = [st["step"] for st in doc["steps"] if not st["pass"]]
+    m["kgdboe"] = "pass" if not failed and doc["steps"] else (
+        failed[0] if failed else "no-steps")
+    for src, dst in KGDB_METRICS:
+        m[dst] = doc["metrics"].get(src)
+    m["kgdb_failed_steps"] = failed
+    return m
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nics", help="comma-separated models (default: all in "
@@ -183,6 +242,10 @@ def main():
     p.add_argument("--poll-modes", default="driver,irq",
                    help="comma-separated netpoll.poll_mode values; every "
                    "NIC runs once per mode (driver, irq, auto)")
+    p.add_argument("--kgdboe-modes", default="driver",
+                   help="poll modes in which a NIC also runs the kgdboe "
+                   "session (tests/kgdboe.py) under load; empty: none "
+                   "(full steps only)")
     p.add_argument("--nc-port", type=int, default=npng.NC_PORT)
     p.add_argument("--append", default="")
     p.add_argument("--cell-timeout", type=int, default=900)
@@ -209,6 +272,8 @@ def main():
         nics = all_nics
 
     modes = [m for m in args.poll_modes.split(",") if m]
+    kmodes = ([] if args.steps != "full" else
+              [m for m in args.kgdboe_modes.split(",") if m])
     bad = [m for m in modes if m not in ("auto", "driver", "irq")]
     if bad or not modes:
         sys.exit("run.py: bad --poll-modes %r: use auto, driver, irq"
@@ -241,6 +306,13 @@ def main():
                 i + 1, len(runs), nic, mode, tc - t0))
             cell = run_cell(args, i, nic, driver, mode, args.results,
                             doc["started"])
+            if mode in kmodes and cell["status"] not in ("boot-timeout",):
+                log("[%d/%d] %-15s %-6s kgdboe with gdb under iperf3 load"
+                    % (i + 1, len(runs), nic, mode))
+                km = run_kgdboe(args, i, nic, mode, args.results)
+                cell["metrics"].update(km)
+                log("[%d/%d] %-15s %-6s kgdboe %s" % (
+                    i + 1, len(runs), nic, mode, km.get("kgdboe")))
             doc["cells"].append(cell)
             npng.write_json(jpath, doc)
             m = cell["metrics"]

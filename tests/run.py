@@ -273,6 +273,72 @@ def negative_lost_messages_fail_the_cell():
           m.get("nc_idle_missing"))
 
 
+def run_kgdboe(name, nic, *extra, cpus=1):
+    """tests/kgdboe.py in a namespace of its own, with iperf3 load;
+    returns its JSON document."""
+    import run as mrun
+    ns = mrun.Netns("npng-%d-%s" % (os.getpid(), name))
+    out = os.path.join(RESULTS, name + ".json")
+    if os.path.exists(out):
+        os.unlink(out)
+    obj = os.path.join(TOP, "build", "obj")
+    argv = ["ip", "netns", "exec", ns.name, sys.executable,
+            os.path.join(TOP, "tests", "kgdboe.py"), "--nic", nic,
+            "--cpus", str(cpus),
+            "--kernel", os.path.join(obj, "arch", "x86", "boot", "bzImage"),
+            "--vmlinux", os.path.join(obj, "vmlinux"),
+            "--initrd", os.path.join(TOP, "build", "rootfs.cpio"),
+            "--workdir", os.path.join(RESULTS, ".work-" + name),
+            "--serial-log", os.path.join(RESULTS, name + ".log"),
+            "--out", out, "--load"] + list(extra)
+    try:
+        with open(os.path.join(RESULTS, name + ".out"), "w") as f:
+            r = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT,
+                               timeout=600)
+    finally:
+        ns.delete()
+    check(os.path.exists(out), "kgdboe.py wrote no result (exit %d), see %s"
+          % (r.returncode, name + ".out"))
+    with open(out) as f:
+        doc = json.load(f)
+    doc["rc"] = r.returncode
+    return doc
+
+
+def make_kgdboe_test(nic, cpus=1):
+    def fn():
+        name = "kgdboe-%s-%d" % (nic, cpus)
+        doc = run_kgdboe(name, nic, cpus=cpus)
+        failed = ["%s (%s)" % (st["step"], npng.one_line(st["detail"], 80))
+                  for st in doc["steps"] if not st["pass"]]
+        m = doc["metrics"]
+        print("    kgdboe %s, %d cpu(s): %d steps passed, attach %s ms, "
+              "p jiffies median %s ms, 64 KiB at %s KiB/s, break %s ms"
+              % (nic, cpus, doc["passed"], m.get("attach_ms"),
+                 m.get("read_ms_median"), m.get("dump_kib_s"),
+                 m.get("cont_to_bp_ms")))
+        check(not failed and doc["rc"] == 0 and doc["passed"] >= 20,
+              "failed: %s" % "; ".join(failed))
+    fn.__name__ = "kgdboe_gdb_session_%s_%dcpu" % (nic, cpus)
+    return fn
+
+
+for _nic in REQUIRED:
+    test(make_kgdboe_test(_nic))
+test(make_kgdboe_test("e1000", cpus=2))
+
+
+@test
+def kgdboe_wrong_port_fails():
+    """gdb pointed at a port kgdboe does not serve must not attach, and
+    the session script must say so."""
+    doc = run_kgdboe("kgdboe-wrongport", "e1000", "--port", "6444")
+    steps = {st["step"]: st["pass"] for st in doc["steps"]}
+    check(steps.get("boot") is True, "guest did not boot: %r" % steps)
+    check(steps.get("attach") is False, "attach on a wrong port passed")
+    check(doc["rc"] != 0 and doc["failed"] > 0, "script reported success")
+
+
 @test
 def no_namespace_or_qemu_left():
     ns = subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE,
