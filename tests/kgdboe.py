@@ -591,7 +591,10 @@ class Test:
 
     def start_load(self):
         self.iperf = npng.Iperf(True, 900)
-        time.sleep(2.5)
+        deadline = time.monotonic() + 15
+        while (not self.iperf.intervals and self.iperf.proc.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.2)
         if self.iperf.proc.poll() is not None or not self.iperf.intervals:
             raise StepFailed("iperf3 did not start: %s" % self.iperf.error())
         self.nc = npng.NcReceiver(port=npng.NC_PORT)
