@@ -219,6 +219,7 @@ class Cell:
             self.m["echo_rtt_p50_us"] = _r(npng.quantile(r, 0.5))
             self.m["echo_rtt_p99_us"] = _r(npng.quantile(r, 0.99))
             self.m["echo_lost"] = lost
+            self.m["echo_late"] = ec.late
             self.say("echo running: %d/%d, p50 %s us, p99 %s us" % (
                 len(r), sent, self.m["echo_rtt_p50_us"],
                 self.m["echo_rtt_p99_us"]))
@@ -257,6 +258,7 @@ class Cell:
         self.m["trap_echo_rtt_p50_us"] = _r(npng.quantile(r, 0.5))
         self.m["trap_echo_rtt_p99_us"] = _r(npng.quantile(r, 0.99))
         self.m["trap_echo_lost"] = a.echo - got
+        self.m["trap_echo_late"] = ec.late
         self.m["trap_echo_count"] = a.echo
         self.m["trap_echo_sent"] = sent
         self.m["trap_polls"] = trap.get("polls")

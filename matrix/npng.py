@@ -499,9 +499,22 @@ class Echo:
     def rtts(self, count, timeout=0.5, until=None):
         """Send up to `count` datagrams, each after the previous one was
         answered or timed out, stopping early at monotonic time `until`.
-        Returns (sorted RTTs in us, lost, sent)."""
+        Returns (sorted RTTs in us, lost, sent); a reply that comes after
+        its timeout is not lost but counted in self.late."""
         out = []
-        lost = sent = 0
+        lost = set()
+        sent = 0
+        self.late = 0
+
+        def take(data, want):
+            if data == want:
+                return True
+            m = re.match(rb"npng-echo (\d+)$", data)
+            if m and int(m.group(1)) in lost:
+                lost.discard(int(m.group(1)))
+                self.late += 1
+            return False
+
         for _ in range(count):
             if until is not None and time.monotonic() >= until:
                 break
@@ -514,17 +527,21 @@ class Echo:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    lost += 1
+                    lost.add(self.n)
                     break
                 r, _, _ = select.select([self.sock], [], [], left)
-                if not r:
-                    continue
-                data = self.sock.recv(2048)
-                if data == want:
+                if r and take(self.sock.recv(2048), want):
                     out.append((time.monotonic() - t) * 1e6)
                     break
+        # late replies to the last ones
+        end = time.monotonic() + (timeout if lost else 0)
+        while lost and time.monotonic() < end:
+            r, _, _ = select.select([self.sock], [], [],
+                                    max(0, end - time.monotonic()))
+            if r:
+                take(self.sock.recv(2048), None)
         out.sort()
-        return out, lost, sent
+        return out, len(lost), sent
 
     def close(self):
         self.sock.close()
