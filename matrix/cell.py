@@ -257,7 +257,9 @@ class Cell:
         got = len(r)
         self.m["trap_echo_rtt_p50_us"] = _r(npng.quantile(r, 0.5))
         self.m["trap_echo_rtt_p99_us"] = _r(npng.quantile(r, 0.99))
-        self.m["trap_echo_lost"] = a.echo - got
+        # lost: never answered (or not sent: the trap was over); late:
+        # answered after the 300 ms this measurement waits for each one
+        self.m["trap_echo_lost"] = lost + unsent
         self.m["trap_echo_late"] = ec.late
         self.m["trap_echo_count"] = a.echo
         self.m["trap_echo_sent"] = sent
@@ -272,17 +274,18 @@ class Cell:
         self.m["trap_arp_replies"] = arp
         self.m["trap_arp_ok"] = bool(flushed and arp > 0 and got > 0 and
                                      lladdr == npng.GUEST_MAC)
-        self.say("trap echo: %d/%d in %.1fs, p50 %s us, p99 %s us, trap "
+        self.say("trap echo: %d/%d in time, %d late, in %.1fs, p50 %s us, p99 %s us, trap "
                  "delivered %s in %s polls, ARP replies %d (neighbour %s %s)"
-                 % (got, a.echo, t_sent, self.m["trap_echo_rtt_p50_us"],
+                 % (got, a.echo, ec.late, t_sent,
+                    self.m["trap_echo_rtt_p50_us"],
                     self.m["trap_echo_rtt_p99_us"], trap.get("delivered"),
                     trap.get("polls"), arp, state, lladdr))
         why = []
-        if got < a.echo:
+        if lost + unsent:
             why.append("trap_echo lost %d/%d%s" % (
-                a.echo - got, a.echo,
+                lost + unsent, a.echo,
                 " (%d not sent: trap time over)" % unsent if unsent else ""))
-        if got and (trap.get("delivered") or 0) < got:
+        if got and (trap.get("delivered") or 0) < got + ec.late:
             why.append("only %s of %d echoes were answered while trapped"
                        % (trap.get("delivered"), got))
         if not self.m["trap_arp_ok"]:

@@ -25,7 +25,10 @@ def burst(m, p):
 def lost(m):
     if m.get("trap_echo_lost") is None:
         return "-"
-    return "%s/%s" % (m["trap_echo_lost"], m.get("trap_echo_count", "?"))
+    s = "%s/%s" % (m["trap_echo_lost"], m.get("trap_echo_count", "?"))
+    if m.get("trap_echo_late"):
+        s += " (%d late)" % m["trap_echo_late"]
+    return s
 
 
 def markdown(doc):
