@@ -212,7 +212,7 @@ def run_kgdboe(args, idx, nic, mode, results):
         os.unlink(out)
     except (OSError, ValueError):
         return {"kgdboe": "no-result"}
-    failed = [st["step"] for st in doc["steps"] if not st["pass"]]
+    failed = [st["step"] for st in doc["steps"] if st["pass"] is False]
     m["kgdboe"] = "pass" if not failed and doc["steps"] else (
         failed[0] if failed else "no-steps")
     for src, dst in KGDB_METRICS:
