@@ -169,32 +169,32 @@ KGDB_METRICS = (("attach_ms", "kgdb_attach_ms"),
                 ("cont_to_bp_ms", "kgdb_break_ms"))
 
 
-def run_kgdboe(args, idx, nic, mode, results):
-    """tests/kgdboe.py on one NIC in its own namespace, with iperf3
-    guest->host load; returns the metrics for the cell."""
-    ns = Netns("npng-%d-k%d" % (os.getpid(), idx))
-    tag = "%s-%s%s-kgdboe" % (nic, mode,
-                              "" if args.cpus == 1 else "-smp%d" % args.cpus)
+def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
+                   extra=(), timeout=900):
+    """tests/kgdboe.py on one NIC in a namespace of its own, with iperf3
+    guest->host load.  Its output goes to <results>/<tag>.out and
+    <tag>.log; returns its JSON document plus "rc", or None when it
+    wrote none."""
+    ns = Netns(ns_name)
     out = os.path.join(results, ".%s.json" % tag)
     workdir = os.path.join(results, ".work-%s" % tag)
     if os.path.exists(out):
         os.unlink(out)
     argv = ["ip", "netns", "exec", ns.name, sys.executable,
             os.path.join(npng.TOP, "tests", "kgdboe.py"), "--nic", nic,
-            "--cpus", str(args.cpus), "--kernel", args.kernel,
+            "--cpus", str(cpus), "--kernel", kernel,
             "--vmlinux", os.path.normpath(os.path.join(
-                os.path.dirname(args.kernel), "..", "..", "..", "vmlinux")),
-            "--initrd", args.initrd, "--workdir", workdir,
+                os.path.dirname(kernel), "..", "..", "..", "vmlinux")),
+            "--initrd", initrd, "--workdir", workdir,
             "--serial-log", os.path.join(results, tag + ".log"),
-            "--out", out, "--load",
-            "--append", "netpoll.poll_mode=%s" % mode]
+            "--out", out, "--load"] + list(extra)
     proc = None
     try:
         with open(os.path.join(results, tag + ".out"), "w") as f:
             proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             try:
-                proc.wait(args.cell_timeout)
+                proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -205,13 +205,27 @@ def run_kgdboe(args, idx, nic, mode, results):
     finally:
         ns.delete()
         shutil.rmtree(workdir, ignore_errors=True)
-    m = {}
     try:
         with open(out) as f:
             doc = json.load(f)
         os.unlink(out)
     except (OSError, ValueError):
+        return None
+    doc["rc"] = proc.returncode
+    return doc
+
+
+def run_kgdboe(args, idx, nic, mode, results):
+    """The kgdboe session for a cell; returns the cell's kgdb metrics."""
+    tag = "%s-%s%s-kgdboe" % (nic, mode,
+                              "" if args.cpus == 1 else "-smp%d" % args.cpus)
+    doc = kgdboe_session("npng-%d-k%d" % (os.getpid(), idx), tag, nic,
+                         args.cpus, args.kernel, args.initrd, results,
+                         ["--append", "netpoll.poll_mode=%s" % mode],
+                         args.cell_timeout)
+    if doc is None:
         return {"kgdboe": "no-result"}
+    m = {}
     failed = [st["step"] for st in doc["steps"] if st["pass"] is False]
     m["kgdboe"] = "pass" if not failed and doc["steps"] else (
         failed[0] if failed else "no-steps")

@@ -274,34 +274,15 @@ def negative_lost_messages_fail_the_cell():
 
 
 def run_kgdboe(name, nic, *extra, cpus=1):
-    """tests/kgdboe.py in a namespace of its own, with iperf3 load;
-    returns its JSON document."""
+    """tests/kgdboe.py in a namespace of its own, with iperf3 load (the
+    matrix's runner); returns its JSON document."""
     import run as mrun
-    ns = mrun.Netns("npng-%d-%s" % (os.getpid(), name))
-    out = os.path.join(RESULTS, name + ".json")
-    if os.path.exists(out):
-        os.unlink(out)
     obj = os.path.join(TOP, "build", "obj")
-    argv = ["ip", "netns", "exec", ns.name, sys.executable,
-            os.path.join(TOP, "tests", "kgdboe.py"), "--nic", nic,
-            "--cpus", str(cpus),
-            "--kernel", os.path.join(obj, "arch", "x86", "boot", "bzImage"),
-            "--vmlinux", os.path.join(obj, "vmlinux"),
-            "--initrd", os.path.join(TOP, "build", "rootfs.cpio"),
-            "--workdir", os.path.join(RESULTS, ".work-" + name),
-            "--serial-log", os.path.join(RESULTS, name + ".log"),
-            "--out", out, "--load"] + list(extra)
-    try:
-        with open(os.path.join(RESULTS, name + ".out"), "w") as f:
-            r = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT,
-                               timeout=600)
-    finally:
-        ns.delete()
-    check(os.path.exists(out), "kgdboe.py wrote no result (exit %d), see %s"
-          % (r.returncode, name + ".out"))
-    with open(out) as f:
-        doc = json.load(f)
-    doc["rc"] = r.returncode
+    doc = mrun.kgdboe_session(
+        "npng-%d-%s" % (os.getpid(), name), name, nic, cpus,
+        os.path.join(obj, "arch", "x86", "boot", "bzImage"),
+        os.path.join(TOP, "build", "rootfs.cpio"), RESULTS, extra, 600)
+    check(doc is not None, "kgdboe.py wrote no result, see %s.out" % name)
     return doc
 
 
