@@ -562,7 +562,22 @@ class Test:
             raise StepFailed("netpoll dropped %d: %r" % (d["dropped"], d))
         if d["arp_replies"] < 1:
             raise StepFailed("no ARP reply while stopped: %r" % d)
-        return " ".join("%s=%d" % kv for kv in d.items())
+        text = " ".join("%s=%d" % kv for kv in d.items())
+        if self.a.cpus > 1:
+            # every stop parks the other CPUs outside the device first
+            _, out = self.guest.run(
+                "cat /sys/module/kgdboe/parameters/parks"
+                " /sys/module/kgdboe/parameters/park_timeouts", timeout=20)
+            vals = re.findall(r"^(\d+)$", out, re.M)
+            if len(vals) != 2:
+                raise StepFailed("no park counters: %r" % out)
+            parks, timeouts = (int(v) for v in vals)
+            self.metrics.update({"parks": parks, "park_timeouts": timeouts})
+            if parks < 1:
+                raise StepFailed("the other CPUs were never parked: %s"
+                                 % text)
+            text += " parks=%d park_timeouts=%d" % (parks, timeouts)
+        return text
 
     def takeover(self):
         _, cons = self.guest.run("ls /sys/module/kgdboc/parameters/kgdboc"
