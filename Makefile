@@ -6,6 +6,7 @@
 # Variables: JOBS (build parallelism), BASELINE=1 (kernel: unpatched tree),
 # DEBUG=1 (kernel, matrix: the lockdep/atomic-sleep kernel in build/obj-debug),
 # POLL_MODES=driver,irq (matrix: the poll modes to run each NIC in),
+# KGDBOE_MODES=driver,irq (matrix: the modes that also run a kgdboe session),
 # NICS=e1000,pcnet (matrix: a subset), BURST=N, IPERF_SECONDS=N, CPUS=N,
 # NEWDIR=drivers (export: folder for new commits), FORCE=1 (tree: discard
 # unexported work in build/linux).
@@ -39,11 +40,14 @@ endif
 ifneq ($(POLL_MODES),)
 MATRIX_ARGS += --poll-modes $(POLL_MODES)
 endif
+ifneq ($(KGDBOE_MODES),)
+MATRIX_ARGS += --kgdboe-modes $(KGDBOE_MODES)
+endif
 ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps tree export kernel rootfs matrix test checkpatch bisect clean distclean help
+.PHONY: prepare-tree all deps tree export kernel rootfs matrix test transcript checkpatch bisect clean distclean help
 
 all: help
 
@@ -85,9 +89,14 @@ bisect: prepare-tree rootfs
 test: kernel rootfs
 	@$(PYTHON) tests/run.py
 
+# A literal gdb -batch session over kgdboe (2 CPUs, iperf3 load), written
+# to docs/kgdboe-session.txt, which the README quotes.
+transcript: kernel rootfs
+	@$(PYTHON) tests/transcript.py --out docs/kgdboe-session.txt
+
 clean:
 	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/obj-bisect \
-		build/bisect build/results \
+		build/bisect build/results build/transcript \
 		build/test-results build/rootfs build/rootfs.cpio
 
 # Removes build/ entirely, including build/linux: refuses when it holds

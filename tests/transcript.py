@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Record a literal gdb -batch session against a kgdboe guest.
+
+Boots the matrix kernel on one NIC with kgdboe on the command line, loads
+the NIC guest->host with iperf3 (unless --no-load), runs gdb in batch mode
+with a fixed list of commands, makes the guest hit the breakpoint (`sync`
+from userland) and interrupts gdb with SIGINT, the way a user presses
+Ctrl-C.  Every gdb output line is written with the seconds since gdb
+started; "[host]" lines are this script's actions.
+
+Run as root; it makes its own network namespace (tests/transcript.py
+--out docs/kgdboe-session.txt, or `make transcript`).  Exits non-zero
+when gdb fails, the breakpoint is not hit or the guest does not survive.
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+import npng  # noqa: E402
+
+KGDBOE = "6443@%s/eth0,@%s/%s" % (npng.GUEST_IP, npng.HOST_IP, npng.HOST_MAC)
+GDB_CMDS = ["set architecture i386",
+            "target remote udp:%s:6443" % npng.GUEST_IP,
+            "info registers eip esp",
+            "bt",
+            "p init_uts_ns.name.release",
+            "p 'kgdboe.c'::parks",
+            "break ksys_sync", "continue", "bt 3", "next", "step",
+            "info registers eip", "delete", "continue", "bt 3", "detach"]
+
+
+def outer(a):
+    """Make a namespace, run ourselves inside it, delete it."""
+    import run as mrun  # matrix/run.py
+    ns = mrun.Netns("npng-%d-transcript" % os.getpid())
+    try:
+        argv = ["ip", "netns", "exec", ns.name, sys.executable,
+                os.path.abspath(__file__), "--inside"] + sys.argv[1:]
+        return subprocess.call(argv)
+    finally:
+        ns.delete()
+
+
+def inside(a):
+    os.makedirs(a.workdir, exist_ok=True)
+    out = open(a.out, "w")
+
+    def say(line):
+        print(line, flush=True)
+        out.write(line + "\n")
+        out.flush()
+
+    kernel = os.path.join(a.obj, "arch", "x86", "boot", "bzImage")
+    vmlinux = os.path.join(a.obj, "vmlinux")
+    guest = npng.Guest(a.nic, a.workdir, os.path.join(a.workdir, "serial.log"),
+                       kernel, a.initrd, cpus=a.cpus,
+                       extra_append="kgdboe=" + KGDBOE)
+    iperf = None
+    hit = False
+    try:
+        info = guest.wait_ready(180)
+        _, rel = guest.run("uname -r", timeout=20)
+        say("# gdb -batch session against %s (kernel %s), QEMU %s, %d CPU(s),"
+            " %s" % (os.path.relpath(kernel, TOP), rel.strip(), a.nic,
+                     info["cpus"], "iperf3 loading the NIC guest->host"
+                     if a.load else "no load"))
+        say("# recorded %s by tests/transcript.py (times: seconds since gdb"
+            " started; [host] lines are the script's actions)"
+            % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        say("# gdb -q -nx -batch %s %s" % (
+            " ".join("-ex '%s'" % c for c in GDB_CMDS),
+            os.path.relpath(vmlinux, TOP)))
+        say("")
+        if a.load:
+            iperf = npng.Iperf(True, 600)
+            deadline = time.monotonic() + 15
+            while not iperf.intervals and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if not iperf.intervals:
+                say("[host] iperf3 did not start: %s" % iperf.error())
+                return 1
+            say("[host] iperf3 guest->host: %.0f Mbit/s"
+                % iperf.intervals[-1][3])
+        argv = ["gdb", "-q", "-nx", "-batch"]
+        for c in GDB_CMDS:
+            argv += ["-ex", c]
+        argv.append(vmlinux)
+        gdb = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        t0 = time.monotonic()
+        hit_at = []
+        sync = []
+
+        def trigger():
+            # the guest runs again once gdb continues; sync hits the
+            # breakpoint, and the second continue is interrupted
+            time.sleep(a.settle)
+            say("[host] guest: sync")
+            sync.append(guest.start("sync"))
+            time.sleep(a.settle)
+            say("[host] SIGINT to gdb")
+            gdb.send_signal(signal.SIGINT)
+
+        threading.Thread(target=trigger, daemon=True).start()
+        for line in gdb.stdout:
+            if "hit Breakpoint 1" in line:
+                hit_at.append(time.monotonic())
+            say("%7.2f %s" % (time.monotonic() - t0, line.rstrip()))
+        gdb.wait()
+        hit = bool(hit_at)
+        say("[host] gdb exited with %d" % gdb.returncode)
+        alive = True
+        try:
+            if sync:
+                guest.finish(sync[0], "sync", timeout=30)
+            rc, up = guest.run("uptime", timeout=30, check=False)
+        except npng.HarnessError as e:
+            alive, up = False, e.detail
+        say("[host] guest %s: %s" % ("alive" if alive else "NOT alive",
+                                     up.strip()))
+        if not hit:
+            say("[host] the breakpoint was not hit")
+        if iperf:
+            t = time.monotonic()
+            time.sleep(3)
+            moving = [i for i in iperf.intervals if i[0] > t and i[3] > 0]
+            say("[host] iperf3 %s" % ("%.0f Mbit/s" % moving[-1][3]
+                                      if moving else "moves no data"))
+            alive = alive and bool(moving)
+        return 0 if gdb.returncode == 0 and hit and alive else 1
+    finally:
+        if iperf:
+            iperf.kill()
+        guest.stop()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nic", default="e1000")
+    p.add_argument("--cpus", type=int, default=2)
+    p.add_argument("--no-load", dest="load", action="store_false")
+    p.add_argument("--obj", default=os.path.join(TOP, "build", "obj"))
+    p.add_argument("--initrd", default=os.path.join(TOP, "build",
+                                                    "rootfs.cpio"))
+    p.add_argument("--workdir", default=os.path.join(TOP, "build",
+                                                     "transcript"))
+    p.add_argument("--settle", type=float, default=8.0,
+                   help="seconds between gdb's start, sync and SIGINT")
+    p.add_argument("--out", default=os.path.join(TOP, "build", "transcript",
+                                                 "kgdboe-session.txt"))
+    p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("tests/transcript.py: run as root (network namespace, tap)")
+    sys.exit(inside(a) if a.inside else outer(a))
+
+
+if __name__ == "__main__":
+    main()
