@@ -95,7 +95,7 @@ transcript: kernel rootfs
 	@$(PYTHON) tests/transcript.py --out docs/kgdboe-session.txt
 
 clean:
-	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/obj-bisect \
+	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/obj-module build/obj-bisect \
 		build/bisect build/results build/transcript \
 		build/test-results build/rootfs build/rootfs.cpio
 

@@ -7,7 +7,8 @@
 #               atomic-sleep and spinlock debugging) -> build/obj-debug
 #
 # For development in another git worktree: TREE=dir OBJ=dir build that tree
-# into that folder; EXTRA_CONFIG=file merges one more fragment;
+# into that folder; EXTRA_CONFIG=file merges one more fragment (its
+# options override the matrix fragment's);
 # SKIP_UNKNOWN=1 skips fragment options the tree does not have (bisect).
 #
 # The config is tinyconfig plus matrix/kernel.config, merged with the
@@ -82,7 +83,7 @@ while IFS= read -r line; do
 		fi
 		;;
 	esac
-done < <(cat "${frags[@]}")
+done < <(awk -F= '/^CONFIG_/ { last[$1] = $0 } END { for (o in last) print last[o] }' "${frags[@]}")
 [ $bad = 0 ] || die "config fragment not satisfied (see above); a dependency is missing"
 
 if ! cmp -s "$cfg/.config" "$obj/.config"; then
@@ -93,7 +94,10 @@ rm -rf "$cfg"
 
 echo "kernel: building bzImage in ${obj#"$top"/} with -j$jobs ($(make -s -C "$tree" kernelversion))"
 start=$(date +%s)
-make -C "$tree" O="$obj" ARCH=i386 -j"$jobs" bzImage >"$obj/build.log" 2>&1 &
+targets=(bzImage)
+# a fragment that enables modules (EXTRA_CONFIG with CONFIG_KGDBOE=m) gets them built
+grep -qx 'CONFIG_MODULES=y' "$obj/.config" && targets+=(modules)
+make -C "$tree" O="$obj" ARCH=i386 -j"$jobs" "${targets[@]}" >"$obj/build.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null' INT TERM
 while kill -0 $pid 2>/dev/null; do

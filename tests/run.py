@@ -323,6 +323,55 @@ KNOWN_FAILING = []
 
 
 @test
+def kgdboe_as_module_2cpu():
+    """kgdboe built as a module (a second kernel, build/obj-module): insmod
+    refuses a bad string and a missing device, loads with a good one, gdb
+    attaches with 2 CPUs and detaches, rmmod unregisters it and gdb gets
+    no answer afterwards (tests/kgdboe_module.py)."""
+    import run as mrun
+    obj = os.path.join(TOP, "build", "obj-module")
+    env = dict(os.environ, OBJ=obj, EXTRA_CONFIG=os.path.join(
+        TOP, "matrix", "kgdboe-module.config"))
+    r = subprocess.run([os.path.join(TOP, "scripts", "kernel.sh")], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    check(r.returncode == 0, "module kernel build failed: %s"
+          % npng.one_line(r.stdout[-300:]))
+    ko = os.path.join(obj, "drivers", "net", "kgdboe.ko")
+    check(os.path.exists(ko), "no %s" % ko)
+    work = os.path.join(RESULTS, "kgdboe-module")
+    os.makedirs(work, exist_ok=True)
+    # the guest's initrd plus /kgdboe.ko (concatenated cpio archives)
+    stage = tempfile.mkdtemp(dir=work)
+    subprocess.run(["cp", ko, stage], check=True)
+    mod = subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"],
+                         input=b"kgdboe.ko\n", cwd=stage,
+                         stdout=subprocess.PIPE, check=True).stdout
+    subprocess.run(["rm", "-rf", stage], check=True)
+    initrd = os.path.join(work, "initrd.cpio")
+    with open(os.path.join(TOP, "build", "rootfs.cpio"), "rb") as f, \
+            open(initrd, "wb") as o:
+        o.write(f.read() + mod)
+    ns = mrun.Netns("npng-%d-module" % os.getpid())
+    try:
+        r = subprocess.run(
+            ["ip", "netns", "exec", ns.name, sys.executable,
+             os.path.join(TOP, "tests", "kgdboe_module.py"), "--obj", obj,
+             "--initrd", initrd, "--workdir", work, "--cpus", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            timeout=600)
+    finally:
+        ns.delete()
+    with open(os.path.join(work, "kgdboe_module.out"), "w") as f:
+        f.write(r.stdout)
+    failed = [l for l in r.stdout.splitlines() if l.startswith("FAIL")]
+    last = r.stdout.strip().splitlines()[-1:] or ["no output"]
+    print("    kgdboe module, 2 cpus: %s" % last[0])
+    check(r.returncode == 0 and not failed and "0 failed" in last[0],
+          "; ".join(failed) or npng.one_line(r.stdout[-300:]))
+
+
+@test
 def kgdboe_wrong_port_fails():
     """gdb pointed at a port kgdboe does not serve must not attach, and
     the session script must say so."""

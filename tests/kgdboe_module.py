@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""kgdboe as a module: insmod with bad and good parameters, a gdb session,
+rmmod, and gdb refused afterwards.
+
+Runs inside a network namespace with tap0 (tests/run.py makes one).  The
+initrd must hold kgdboe.ko at /kgdboe.ko.  Prints one PASS/FAIL line per
+check and exits 1 when any failed.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+import npng  # noqa: E402
+
+GOOD = "6443@%s/eth0,@%s/%s" % (npng.GUEST_IP, npng.HOST_IP, npng.HOST_MAC)
+SPLAT = re.compile(r"(BUG:|Oops|WARNING:|Kernel panic|general protection)")
+
+
+def gdb(vmlinux, *cmds):
+    argv = ["gdb", "-q", "-nx", "-batch", "-ex", "set architecture i386",
+            "-ex", "set remotetimeout 2",
+            "-ex", "target remote udp:%s:6443" % npng.GUEST_IP]
+    for c in cmds:
+        argv += ["-ex", c]
+    argv.append(vmlinux)
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "gdb timed out"
+    return p.stdout + p.stderr
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--obj", required=True)
+    p.add_argument("--initrd", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--nic", default="e1000")
+    p.add_argument("--cpus", type=int, default=2)
+    a = p.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    vmlinux = os.path.join(a.obj, "vmlinux")
+    log = os.path.join(a.workdir, "serial.log")
+    results = []
+
+    def check(name, ok, detail):
+        results.append(ok)
+        print("%s %-14s %s" % ("PASS" if ok else "FAIL", name,
+                               npng.one_line(detail, 150)), flush=True)
+
+    g = npng.Guest(a.nic, a.workdir, log,
+                   os.path.join(a.obj, "arch", "x86", "boot", "bzImage"),
+                   a.initrd, cpus=a.cpus)
+    try:
+        info = g.wait_ready(180)
+        _, rel = g.run("uname -r", timeout=20)
+        rel = rel.strip()
+        check("boot", info["cpus"] == a.cpus,
+              "%s, %d cpu(s)" % (rel, info["cpus"]))
+        rc, out = g.run("insmod /kgdboe.ko kgdboe=garbage", timeout=30,
+                        check=False)
+        check("bad_string", rc != 0 and "Invalid argument" in out, out)
+        rc, out = g.run("insmod /kgdboe.ko kgdboe=@%s/eth7,@%s/"
+                        % (npng.GUEST_IP, npng.HOST_IP), timeout=30,
+                        check=False)
+        check("missing_dev", rc != 0 and "No such device" in out, out)
+        rc, out = g.run("insmod /kgdboe.ko kgdboe=" + GOOD, timeout=30,
+                        check=False)
+        _, dm = g.run("dmesg | grep 'I/O driver kgdboe' | tail -n 1",
+                      timeout=20, check=False)
+        check("insmod", rc == 0 and "Registered I/O driver kgdboe" in dm,
+              "rc %d %s %s" % (rc, out, dm))
+        out = gdb(vmlinux, "bt 1", "p init_uts_ns.name.release", "detach")
+        check("gdb", "kgdb_breakpoint" in out and '"%s"' % rel in out
+              and "detached" in out,
+              " | ".join(l for l in out.splitlines()
+                         if l.startswith(("$1", "#0", "[Inferior"))))
+        rc, out = g.run("echo alive", timeout=30, check=False)
+        check("alive", rc == 0 and "alive" in out, out)
+        rc, out = g.run("rmmod kgdboe", timeout=30, check=False)
+        _, dm = g.run("dmesg | grep 'I/O driver kgdboe' | tail -n 1",
+                      timeout=20, check=False)
+        check("rmmod", rc == 0 and "Unregistered I/O driver kgdboe" in dm,
+              "rc %d %s %s" % (rc, out, dm))
+        # not connected, gdb would still print the release string from
+        # vmlinux itself: a stop in kgdb_breakpoint is the sign of a stub
+        out = gdb(vmlinux, "bt 1")
+        check("gdb_refused", "kgdb_breakpoint" not in out,
+              out.strip().splitlines()[-1] if out.strip() else "no output")
+        rc, out = g.run("echo alive", timeout=30, check=False)
+        check("alive_after", rc == 0, out)
+    except npng.HarnessError as e:
+        check("guest", False, e.detail)
+    finally:
+        g.stop()
+    with open(log, errors="replace") as f:
+        m = SPLAT.search(f.read())
+    check("splat", not m, m.group(0) if m else "clean")
+    print("%d passed, %d failed" % (results.count(True),
+                                    results.count(False)), flush=True)
+    sys.exit(0 if all(results) else 1)
+
+
+if __name__ == "__main__":
+    main()
