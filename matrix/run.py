@@ -169,18 +169,41 @@ KGDB_METRICS = (("attach_ms", "kgdb_attach_ms"),
                 ("cont_to_bp_ms", "kgdb_break_ms"))
 
 
+def run_in_netns(ns_name, argv, stdout=None, timeout=None):
+    """Run argv in a fresh network namespace with the test tap (deleted
+    afterwards), in a process group of its own that is killed after
+    timeout seconds or on Ctrl-C.  Output goes to stdout (a file; None:
+    ours).  Returns the exit code, negative when killed."""
+    ns = Netns(ns_name)
+    proc = None
+    try:
+        proc = subprocess.Popen(["ip", "netns", "exec", ns.name] + argv,
+                                stdout=stdout, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait()
+    except KeyboardInterrupt:
+        if proc and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    finally:
+        ns.delete()
+
+
 def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
                    extra=(), timeout=900):
     """tests/kgdboe.py on one NIC in a namespace of its own, with iperf3
     guest->host load.  Its output goes to <results>/<tag>.out and
     <tag>.log; returns its JSON document plus "rc", or None when it
     wrote none."""
-    ns = Netns(ns_name)
     out = os.path.join(results, ".%s.json" % tag)
     workdir = os.path.join(results, ".work-%s" % tag)
     if os.path.exists(out):
         os.unlink(out)
-    argv = ["ip", "netns", "exec", ns.name, sys.executable,
+    argv = [sys.executable,
             os.path.join(npng.TOP, "tests", "kgdboe.py"), "--nic", nic,
             "--cpus", str(cpus), "--kernel", kernel,
             "--vmlinux", os.path.normpath(os.path.join(
@@ -188,22 +211,10 @@ def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
             "--initrd", initrd, "--workdir", workdir,
             "--serial-log", os.path.join(results, tag + ".log"),
             "--out", out, "--load"] + list(extra)
-    proc = None
     try:
         with open(os.path.join(results, tag + ".out"), "w") as f:
-            proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    except KeyboardInterrupt:
-        if proc and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        raise
+            rc = run_in_netns(ns_name, argv, f, timeout)
     finally:
-        ns.delete()
         shutil.rmtree(workdir, ignore_errors=True)
     try:
         with open(out) as f:
@@ -211,7 +222,7 @@ def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
         os.unlink(out)
     except (OSError, ValueError):
         return None
-    doc["rc"] = proc.returncode
+    doc["rc"] = rc
     return doc
 
 

@@ -286,16 +286,12 @@ def run_kgdboe(name, nic, *extra, cpus=1):
     return doc
 
 
-def make_kgdboe_test(nic, cpus=1, skip=()):
+def make_kgdboe_test(nic, cpus=1):
     def fn():
         name = "kgdboe-%s-%d" % (nic, cpus)
-        extra = ["--skip", ",".join(skip)] if skip else []
-        doc = run_kgdboe(name, nic, *extra, cpus=cpus)
+        doc = run_kgdboe(name, nic, cpus=cpus)
         failed = ["%s (%s)" % (st["step"], npng.one_line(st["detail"], 80))
                   for st in doc["steps"] if st["pass"] is False]
-        if skip:
-            print("    kgdboe %s: skipped %s (known to fail, README)"
-                  % (nic, ", ".join(skip)))
         m = doc["metrics"]
         print("    kgdboe %s, %d cpu(s): %d steps passed, attach %s ms, "
               "p jiffies median %s ms, 64 KiB at %s KiB/s, break %s ms"
@@ -308,8 +304,7 @@ def make_kgdboe_test(nic, cpus=1, skip=()):
                                          m.get("park_timeouts")))
         check(not failed and doc["rc"] == 0 and doc["passed"] >= 20,
               "failed: %s" % "; ".join(failed))
-    fn.__name__ = "kgdboe_gdb_session_%s_%dcpu%s" % (
-        nic, cpus, "".join("_without_" + s for s in skip))
+    fn.__name__ = "kgdboe_gdb_session_%s_%dcpu" % (nic, cpus)
     return fn
 
 
@@ -318,8 +313,6 @@ for _nic in REQUIRED:
 # 2 CPUs: kgdb stops the other CPU too; kgdboe must park it outside the
 # device first (the counters step checks that it did)
 test(make_kgdboe_test("e1000", cpus=2))
-# tests that fail for a known reason and run only when named (README)
-KNOWN_FAILING = []
 
 
 @test
@@ -352,23 +345,20 @@ def kgdboe_as_module_2cpu():
     with open(os.path.join(TOP, "build", "rootfs.cpio"), "rb") as f, \
             open(initrd, "wb") as o:
         o.write(f.read() + mod)
-    ns = mrun.Netns("npng-%d-module" % os.getpid())
-    try:
-        r = subprocess.run(
-            ["ip", "netns", "exec", ns.name, sys.executable,
-             os.path.join(TOP, "tests", "kgdboe_module.py"), "--obj", obj,
-             "--initrd", initrd, "--workdir", work, "--cpus", "2"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            timeout=600)
-    finally:
-        ns.delete()
-    with open(os.path.join(work, "kgdboe_module.out"), "w") as f:
-        f.write(r.stdout)
-    failed = [l for l in r.stdout.splitlines() if l.startswith("FAIL")]
-    last = r.stdout.strip().splitlines()[-1:] or ["no output"]
+    outpath = os.path.join(work, "kgdboe_module.out")
+    with open(outpath, "w") as f:
+        rc = mrun.run_in_netns(
+            "npng-%d-module" % os.getpid(),
+            [sys.executable, os.path.join(TOP, "tests", "kgdboe_module.py"),
+             "--obj", obj, "--initrd", initrd, "--workdir", work,
+             "--cpus", "2"], f, 600)
+    with open(outpath) as f:
+        text = f.read()
+    failed = [l for l in text.splitlines() if l.startswith("FAIL")]
+    last = text.strip().splitlines()[-1:] or ["no output"]
     print("    kgdboe module, 2 cpus: %s" % last[0])
-    check(r.returncode == 0 and not failed and "0 failed" in last[0],
-          "; ".join(failed) or npng.one_line(r.stdout[-300:]))
+    check(rc == 0 and not failed and "0 failed" in last[0],
+          "; ".join(failed) or npng.one_line(text[-300:]))
 
 
 @test
@@ -401,17 +391,13 @@ def main():
     passed = failed = 0
     t0 = time.monotonic()
     todo = [t for t in TESTS if not sel or any(s in t.__name__ for s in sel)]
-    todo += [t for t in KNOWN_FAILING if sel and t.__name__ in sel]
     if sel and not todo:
-        names = [t.__name__ for t in TESTS + KNOWN_FAILING]
+        names = [t.__name__ for t in TESTS]
         print("usage: tests/run.py [name-substring...]\n"
               "no test matches %s; tests: %s" % (" ".join(sel),
                                                  ", ".join(names)),
               file=sys.stderr)
         return 2
-    if not sel and KNOWN_FAILING:
-        print("not run (known to fail, see README): %s" % ", ".join(
-            t.__name__ for t in KNOWN_FAILING), flush=True)
     for i, t in enumerate(todo):
         ts = time.monotonic()
         try:

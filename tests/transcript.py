@@ -39,13 +39,10 @@ GDB_CMDS = ["set architecture i386",
 def outer(a):
     """Make a namespace, run ourselves inside it, delete it."""
     import run as mrun  # matrix/run.py
-    ns = mrun.Netns("npng-%d-transcript" % os.getpid())
-    try:
-        argv = ["ip", "netns", "exec", ns.name, sys.executable,
-                os.path.abspath(__file__), "--inside"] + sys.argv[1:]
-        return subprocess.call(argv)
-    finally:
-        ns.delete()
+    return mrun.run_in_netns(
+        "npng-%d-transcript" % os.getpid(),
+        [sys.executable, os.path.abspath(__file__), "--inside"]
+        + sys.argv[1:])
 
 
 def inside(a):
