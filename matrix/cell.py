@@ -34,32 +34,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import npng  # noqa: E402
 from npng import HarnessError, log  # noqa: E402
 
-SPLAT = re.compile(r"(BUG: .*|WARNING: .*|Oops: .*|Kernel panic.*|"
-                   r"sleeping function called from invalid context.*|"
-                   r"possible circular locking.*|"
-                   r"inconsistent lock state.*|"
-                   r"possible recursive locking.*|"
-                   r"INFO: .*(?:lock|hung|stall).*)")
-
-
-ECHO_APPEND = "netpoll_echo=%d@%s/eth0,@%s/%s" % (
-    npng.ECHO_PORT, npng.GUEST_IP, npng.HOST_IP, npng.HOST_MAC)
+ECHO_APPEND = npng.echo_arg()
 
 
 def _r(v):
     return None if v is None else round(v, 1)
-
-
-def first_splat(path):
-    try:
-        with open(path, errors="replace") as f:
-            for line in f:
-                m = SPLAT.search(line)
-                if m:
-                    return npng.one_line(m.group(1))
-    except OSError:
-        pass
-    return None
 
 
 class Cell:
@@ -136,14 +115,11 @@ class Cell:
         self.m[prefix + "_guest_s"] = res["guest_s"]
 
     def iperf_args(self, reverse):
-        # QEMU 7.2's ne2000 drops frames when its receive ring is full
-        # without raising the overflow interrupt, and receive dies for
-        # good (README, NIC notes).  A TCP window of 8 KiB cannot fill
-        # its ring, so host->guest load on ne2k_pci uses one.
-        if self.a.nic == "ne2k_pci" and not reverse:
-            self.m["iperf_host_to_guest_opts"] = "-w 8K"
-            return ["-w", "8K"]
-        return []
+        # NIC quirks are data in matrix/nics (ne2k_pci: -w 8K)
+        opts = [] if reverse else npng.nic(self.a.nic).iperf_rx_opts
+        if opts:
+            self.m["iperf_host_to_guest_opts"] = " ".join(opts)
+        return opts
 
     def iperf_alone(self, reverse, key):
         self.restart_iperf_server()
@@ -356,7 +332,7 @@ class Cell:
 
     def result(self, status, detail):
         info = self.guest.info if self.guest else {}
-        splat = first_splat(self.a.serial_log)
+        splat = npng.first_splat(self.a.serial_log)
         if splat and status in ("pass", "loss"):
             status, detail = "splat", splat
         return {

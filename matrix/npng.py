@@ -1,14 +1,17 @@
-"""netpoll-ng harness library: guests, the control channel, the netconsole
-receiver and iperf3, for code that runs inside a test network namespace.
+"""netpoll-ng harness library: the one place for the test network's
+addresses and ports, the kernel command-line builders, the QEMU command
+line, the network namespace, splat patterns, the NIC list, and the
+guest, netconsole, echo and iperf3 helpers.
 
-Python 3 standard library only.  Nothing here creates or enters a network
-namespace: matrix/run.py does that and runs matrix/cell.py inside it.
+Python 3 standard library only.  matrix/run.py, matrix/cell.py and every
+program under tests/ import it; matrix/ktap.py holds the KTAP output.
 """
 
 import json
 import os
 import re
 import select
+import shlex
 import signal
 import socket
 import subprocess
@@ -27,6 +30,158 @@ NC_SRC_PORT = 6665      # guest source port
 ECHO_PORT = 6600        # guest port of the netpoll_echo test client
 ECHO_HOST_PORT = 7000   # host port the echo measurements send from
 TAP = "tap0"
+KGDBOE_PORT = 6443      # kgdboe's default local port (the gdb target)
+NICS_FILE = os.path.join(TOP, "matrix", "nics")
+SERIES_FILE = os.path.join(TOP, "series")
+
+
+# --------------------------------------------------------------------------
+# Kernel command-line builders (the seed's syntax:
+# [src-port]@[src-ip]/[dev],[tgt-port]@<tgt-ip>/[tgt-mac])
+
+def netpoll_target(port, tgt_port=None, dev="eth0"):
+    """One netpoll option string for the test network."""
+    return "%s@%s/%s,%s@%s/%s" % (port if port is not None else "",
+                                  GUEST_IP, dev,
+                                  tgt_port if tgt_port is not None else "",
+                                  HOST_IP, HOST_MAC)
+
+
+def netconsole_arg(nc_port=NC_PORT):
+    return "netconsole=" + netpoll_target(NC_SRC_PORT, nc_port)
+
+
+def kgdboe_arg(port=KGDBOE_PORT):
+    return "kgdboe=" + kgdboe_config(port)
+
+
+def kgdboe_config(port=KGDBOE_PORT, dev="eth0"):
+    return netpoll_target(port, dev=dev)
+
+
+def echo_arg():
+    return "netpoll_echo=" + netpoll_target(ECHO_PORT)
+
+
+def guest_append(extra="", nc_port=NC_PORT):
+    """The guest kernel's command line: console, static IP, netconsole."""
+    return " ".join([
+        "console=ttyS0,115200",
+        "ip=%s::%s:255.255.255.0:npng:eth0:off" % (GUEST_IP, HOST_IP),
+        netconsole_arg(nc_port), "printk.devkmsg=on", "panic=-1",
+        extra]).strip()
+
+
+# --------------------------------------------------------------------------
+# The series and the NIC list
+
+def read_series(path=SERIES_FILE):
+    """The patch files named in `series`, in order."""
+    try:
+        with open(path) as f:
+            return [l.strip() for l in f
+                    if l.strip() and not l.startswith("#")]
+    except OSError:
+        return []
+
+
+class Nic:
+    """One line of matrix/nics: QEMU model, expected driver, whether the
+    tests require it, and the iperf3 options for host->guest load."""
+
+    def __init__(self, model, driver, required, iperf_rx_opts):
+        self.model = model
+        self.driver = driver
+        self.required = required
+        self.iperf_rx_opts = iperf_rx_opts
+
+    def __repr__(self):
+        return "Nic(%s)" % self.model
+
+
+def parse_nics(text):
+    nics = []
+    for line in text.splitlines():
+        cols = line.split("#", 1)[0].split()
+        if not cols:
+            continue
+        if len(cols) < 3 or cols[2] not in ("required", "extra"):
+            raise ValueError("matrix/nics: bad line %r" % line.strip())
+        opts = [] if len(cols) < 4 or cols[3] == "-" else \
+            cols[3].split(",")
+        nics.append(Nic(cols[0], cols[1], cols[2] == "required", opts))
+    return nics
+
+
+def read_nics(path=NICS_FILE):
+    with open(path) as f:
+        return parse_nics(f.read())
+
+
+def nic(model):
+    for n in read_nics():
+        if n.model == model:
+            return n
+    raise KeyError("%s is not in matrix/nics" % model)
+
+
+# --------------------------------------------------------------------------
+# Kernel reports in a serial log.  A splat is found by its first line; a
+# report with a call trace is fingerprinted by the first functions of the
+# trace (as netdev's CI does), so the same crash is recognised across runs.
+
+SPLAT = re.compile(r"(BUG: .*|WARNING: .*|Oops: .*|Kernel panic.*|"
+                   r"general protection fault.*|"
+                   r"sleeping function called from invalid context.*|"
+                   r"possible circular locking.*|"
+                   r"inconsistent lock state.*|"
+                   r"possible recursive locking.*|"
+                   r"INFO: .*(?:lock|hung|stall).*)")
+TRACE_FN = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(?:\? )?([A-Za-z_][\w.]*)\+0x")
+STRIP_TIME = re.compile(r"^\[\s*[\d.]+\]\s*")
+
+
+def find_splats(text, fingerprint_depth=5):
+    """Every kernel report in a serial log, in order: dicts with the
+    report's first line ("what") and "fingerprint", the first functions
+    of the call trace that follows it (reliable frames only)."""
+    out = []
+    cur = None
+    in_trace = False
+    for raw in text.splitlines():
+        line = STRIP_TIME.sub("", raw)
+        m = SPLAT.search(line)
+        if m and not in_trace:
+            cur = {"what": one_line(m.group(1)), "trace": []}
+            out.append(cur)
+            continue
+        if "Call Trace:" in line:
+            in_trace = cur is not None
+            continue
+        if in_trace:
+            f = TRACE_FN.match(line)
+            if f and "? " not in line.split(f.group(1))[0][-2:]:
+                cur["trace"].append(f.group(1))
+            elif not f and not line.strip().startswith("?") and \
+                    not line.strip().startswith("<"):
+                in_trace = False
+    for s in out:
+        s["fingerprint"] = "/".join(s.pop("trace")[:fingerprint_depth])
+    return out
+
+
+def first_splat(path):
+    """The first report in a serial log file, as one line, or None."""
+    try:
+        with open(path, errors="replace") as f:
+            splats = find_splats(f.read())
+    except OSError:
+        return None
+    if not splats:
+        return None
+    s = splats[0]
+    return s["what"] + (" [%s]" % s["fingerprint"] if s["fingerprint"]
+                        else "")
 
 
 class HarnessError(Exception):
@@ -165,7 +320,135 @@ def burst_metrics(recs, sent):
 
 
 # --------------------------------------------------------------------------
+# The test network namespace
+
+def sh(*argv, check=True):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    if check and r.returncode:
+        raise RuntimeError("%s: %s" % (" ".join(argv), r.stderr.strip()))
+    return r.stdout
+
+
+class NetNS:
+    """The namespace `name` with tap0 at HOST_IP/24, as a context manager:
+    on exit (also on error or Ctrl-C) it runs the cleanups registered with
+    defer(), kills every process left inside, and deletes tap and
+    namespace.  Nothing of a run ever leaves it."""
+
+    def __init__(self, name):
+        self.name = name
+        self.cleanups = []
+        sh("ip", "netns", "add", name)
+        try:
+            for argv in (("ip", "link", "set", "lo", "up"),
+                         ("ip", "tuntap", "add", "dev", TAP, "mode", "tap"),
+                         ("ip", "link", "set", TAP, "address", HOST_MAC),
+                         ("ip", "addr", "add", HOST_IP + "/24", "dev", TAP),
+                         ("ip", "link", "set", TAP, "up")):
+                sh(*self.argv(argv))
+        except Exception:
+            self.delete()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.delete()
+
+    def argv(self, argv):
+        """argv run inside the namespace."""
+        return ["ip", "netns", "exec", self.name] + list(argv)
+
+    def defer(self, fn, *args):
+        self.cleanups.append((fn, args))
+
+    def kill_all(self):
+        for _ in range(10):
+            pids = sh("ip", "netns", "pids", self.name, check=False).split()
+            if not pids:
+                return
+            for p in pids:
+                try:
+                    os.kill(int(p), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            time.sleep(0.3)
+
+    def delete(self):
+        while self.cleanups:
+            fn, args = self.cleanups.pop()
+            try:
+                fn(*args)
+            except Exception as e:
+                log("netns %s: cleanup %s failed: %s" % (self.name, fn, e))
+        self.kill_all()
+        sh(*self.argv(("ip", "link", "del", TAP)), check=False)
+        sh("ip", "netns", "del", self.name, check=False)
+
+
+def run_in_netns(ns_name, argv, stdout=None, timeout=None):
+    """Run argv in a fresh namespace (NetNS), in a process group of its
+    own that is killed after timeout seconds or on Ctrl-C.  Output goes
+    to stdout (a file; None: ours).  Returns the exit code, negative when
+    killed."""
+    with NetNS(ns_name) as ns:
+        proc = subprocess.Popen(ns.argv(argv), stdout=stdout,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        ns.defer(kill_group, proc)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            return proc.wait()
+
+
+def kill_group(proc, sig=signal.SIGKILL):
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+# --------------------------------------------------------------------------
 # The guest
+
+def qemu_argv(model, kernel, initrd, append, serial_log, ctl_path=None,
+              cpus=1, mem=256):
+    """The one QEMU command line: i386 under TCG, the NIC model on the
+    namespace's tap (model None: no network), ttyS0 to serial_log and,
+    with ctl_path, ttyS1 to the guest agent's unix socket."""
+    argv = ["qemu-system-i386", "-accel", "tcg", "-M", "pc", "-nodefaults",
+            "-display", "none", "-no-reboot", "-m", str(mem),
+            "-smp", str(cpus), "-kernel", kernel]
+    if initrd:
+        argv += ["-initrd", initrd]
+    argv += ["-append", append]
+    if model:
+        argv += ["-netdev", "tap,id=n0,ifname=%s,script=no,downscript=no"
+                 % TAP, "-device", "%s,netdev=n0,mac=%s" % (model,
+                                                           GUEST_MAC)]
+    else:
+        argv += ["-nic", "none"]
+    argv += ["-chardev", "file,id=con,path=%s" % serial_log,
+             "-serial", "chardev:con"]
+    if ctl_path:
+        argv += ["-chardev", "socket,id=ctl,path=%s,server=on,wait=off"
+                 % ctl_path, "-serial", "chardev:ctl"]
+    return argv + ["-monitor", "none"]
+
+
+def write_cmd_file(serial_log, argv):
+    """<log>.cmd: the command line, to rerun the guest by hand (inside a
+    namespace with tap0, see README)."""
+    base = serial_log[:-4] if serial_log.endswith(".log") else serial_log
+    with open(base + ".cmd", "w") as f:
+        f.write(" ".join(shlex.quote(a) for a in argv) + "\n")
+
 
 class Guest:
     """One qemu-system-i386 guest with its serial log (ttyS0) and the
@@ -180,29 +463,10 @@ class Guest:
         self.seq = 0
         self.sock = None
         self.info = {}
-        append = " ".join([
-            "console=ttyS0,115200",
-            "ip=%s::%s:255.255.255.0:npng:eth0:off" % (GUEST_IP, HOST_IP),
-            "netconsole=%d@%s/eth0,%d@%s/%s" % (NC_SRC_PORT, GUEST_IP,
-                                                nc_port, HOST_IP, HOST_MAC),
-            "printk.devkmsg=on",
-            "panic=-1",
-            extra_append,
-        ]).strip()
-        self.argv = [
-            "qemu-system-i386", "-accel", "tcg", "-M", "pc",
-            "-nodefaults", "-display", "none", "-no-reboot",
-            "-m", str(mem), "-smp", str(cpus),
-            "-kernel", kernel, "-initrd", initrd, "-append", append,
-            "-netdev", "tap,id=n0,ifname=%s,script=no,downscript=no" % TAP,
-            "-device", "%s,netdev=n0,mac=%s" % (model, GUEST_MAC),
-            "-chardev", "file,id=con,path=%s" % serial_log,
-            "-serial", "chardev:con",
-            "-chardev", "socket,id=ctl,path=%s,server=on,wait=off"
-            % self.ctl_path,
-            "-serial", "chardev:ctl",
-            "-monitor", "none",
-        ]
+        append = guest_append(extra_append, nc_port)
+        self.argv = qemu_argv(model, kernel, initrd, append, serial_log,
+                              ctl_path=self.ctl_path, cpus=cpus, mem=mem)
+        write_cmd_file(serial_log, self.argv)
         if os.path.exists(self.ctl_path):
             os.unlink(self.ctl_path)
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,

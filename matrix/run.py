@@ -13,8 +13,6 @@ import datetime
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 
@@ -26,84 +24,15 @@ from npng import log  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def sh(*argv, check=True):
-    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True)
-    if check and r.returncode:
-        raise RuntimeError("%s: %s" % (" ".join(argv), r.stderr.strip()))
-    return r.stdout
-
-
-class Netns:
-    def __init__(self, name):
-        self.name = name
-        sh("ip", "netns", "add", name)
-        try:
-            self.ex("ip", "link", "set", "lo", "up")
-            self.ex("ip", "tuntap", "add", "dev", npng.TAP, "mode", "tap")
-            self.ex("ip", "link", "set", npng.TAP, "address", npng.HOST_MAC)
-            self.ex("ip", "addr", "add", npng.HOST_IP + "/24", "dev",
-                    npng.TAP)
-            self.ex("ip", "link", "set", npng.TAP, "up")
-        except Exception:
-            self.delete()
-            raise
-
-    def ex(self, *argv):
-        return sh("ip", "netns", "exec", self.name, *argv)
-
-    def kill_all(self):
-        for _ in range(10):
-            pids = sh("ip", "netns", "pids", self.name, check=False).split()
-            if not pids:
-                return
-            for p in pids:
-                try:
-                    os.kill(int(p), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            time.sleep(0.3)
-
-    def delete(self):
-        self.kill_all()
-        sh("ip", "netns", "exec", self.name, "ip", "link", "del", npng.TAP,
-           check=False)
-        sh("ip", "netns", "del", self.name, check=False)
-
-
-def read_nics(path):
-    nics = []
-    with open(path) as f:
-        for line in f:
-            line = line.split("#", 1)[0].split()
-            if line:
-                nics.append((line[0], line[1] if len(line) > 1 else ""))
-    return nics
-
-
-def read_series():
-    out = []
-    try:
-        with open(os.path.join(npng.TOP, "series")) as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith("#"):
-                    out.append(line)
-    except OSError:
-        pass
-    return out
-
-
 def qemu_version():
     try:
-        out = sh("qemu-system-i386", "--version")
+        out = npng.sh("qemu-system-i386", "--version")
         return out.split()[3]
     except Exception:
         return "?"
 
 
 def run_cell(args, idx, nic, driver, mode, results, stamp):
-    ns = Netns("npng-%d-%d" % (os.getpid(), idx))
     tag = "%s-%s%s" % (nic, mode,
                        "" if args.cpus == 1 else "-smp%d" % args.cpus)
     serial = os.path.join(results, "%s.log" % tag)
@@ -113,8 +42,7 @@ def run_cell(args, idx, nic, driver, mode, results, stamp):
     for f in (serial, out, serial + ".netconsole"):
         if os.path.exists(f):
             os.unlink(f)
-    argv = ["ip", "netns", "exec", ns.name, sys.executable,
-            os.path.join(HERE, "cell.py"), "--nic", nic, "--driver", driver,
+    argv = [sys.executable, os.path.join(HERE, "cell.py"), "--nic", nic, "--driver", driver,
             "--out", out, "--serial-log", serial, "--workdir", workdir,
             "--kernel", args.kernel, "--initrd", args.initrd,
             "--steps", args.steps, "--burst", str(args.burst),
@@ -124,26 +52,12 @@ def run_cell(args, idx, nic, driver, mode, results, stamp):
             "--nc-port", str(args.nc_port), "--append", args.append]
     if args.verbose:
         argv.append("-v")
-    proc = None
     try:
-        proc = subprocess.Popen(argv, start_new_session=True)
-        try:
-            proc.wait(args.cell_timeout)
-        except subprocess.TimeoutExpired:
-            log("    %s: cell exceeded %ds, killing it" % (
-                nic, args.cell_timeout))
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    except KeyboardInterrupt:
-        if proc and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGINT)
-                proc.wait(15)
-            except (subprocess.TimeoutExpired, ProcessLookupError):
-                pass
-        raise
+        rc = npng.run_in_netns("npng-%d-%d" % (os.getpid(), idx), argv,
+                               None, args.cell_timeout)
+        if rc < 0:
+            log("    %s: cell exceeded %ds, killed" % (nic, args.cell_timeout))
     finally:
-        ns.delete()
         try:
             os.rmdir(workdir)
         except OSError:
@@ -169,30 +83,6 @@ KGDB_METRICS = (("attach_ms", "kgdb_attach_ms"),
                 ("cont_to_bp_ms", "kgdb_break_ms"))
 
 
-def run_in_netns(ns_name, argv, stdout=None, timeout=None):
-    """Run argv in a fresh network namespace with the test tap (deleted
-    afterwards), in a process group of its own that is killed after
-    timeout seconds or on Ctrl-C.  Output goes to stdout (a file; None:
-    ours).  Returns the exit code, negative when killed."""
-    ns = Netns(ns_name)
-    proc = None
-    try:
-        proc = subprocess.Popen(["ip", "netns", "exec", ns.name] + argv,
-                                stdout=stdout, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait()
-    except KeyboardInterrupt:
-        if proc and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    finally:
-        ns.delete()
-
-
 def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
                    extra=(), timeout=900):
     """tests/kgdboe.py on one NIC in a namespace of its own, with iperf3
@@ -213,7 +103,7 @@ def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
             "--out", out, "--load"] + list(extra)
     try:
         with open(os.path.join(results, tag + ".out"), "w") as f:
-            rc = run_in_netns(ns_name, argv, f, timeout)
+            rc = npng.run_in_netns(ns_name, argv, f, timeout)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     try:
@@ -284,17 +174,15 @@ def main():
     for f in (args.kernel, args.initrd):
         if not os.path.exists(f):
             sys.exit("run.py: %s missing (make kernel rootfs)" % f)
-    all_nics = read_nics(os.path.join(HERE, "nics"))
+    known = {n.model: n.driver for n in npng.read_nics()}
+    nics = list(known.items())
     if args.nics:
         want = args.nics.split(",")
-        known = dict(all_nics)
         bad = [n for n in want if n not in known]
         if bad:
             sys.exit("run.py: unknown NIC model(s) %s; known: %s" % (
                 ", ".join(bad), ", ".join(known)))
         nics = [(n, known[n]) for n in want]
-    else:
-        nics = all_nics
 
     modes = [m for m in args.poll_modes.split(",") if m]
     kmodes = ([] if args.steps != "full" else
@@ -310,7 +198,7 @@ def main():
             kver = f.read().strip()
     except OSError:
         kver = "?"
-    doc = {"kernel": kver, "series": read_series(), "qemu": qemu_version(),
+    doc = {"kernel": kver, "series": npng.read_series(), "qemu": qemu_version(),
            "started": datetime.datetime.now(datetime.timezone.utc)
            .isoformat(timespec="seconds"),
            "kernel_image": os.path.relpath(args.kernel, npng.TOP),

@@ -7,7 +7,10 @@
 #               atomic-sleep and spinlock debugging) -> build/obj-debug
 #
 # For development in another git worktree: TREE=dir OBJ=dir build that tree
-# into that folder; EXTRA_CONFIG=file merges one more fragment (its
+# into that folder; SEED_OBJ=dir first copies that built object folder into
+# OBJ (mtimes kept), so that only what differs is rebuilt: kbuild tracks
+# each config option and each source file separately (the mutant and the
+# module kernels start from build/obj); EXTRA_CONFIG=file merges one more fragment (its
 # options override the matrix fragment's);
 # SKIP_UNKNOWN=1 skips fragment options the tree does not have (bisect).
 #
@@ -48,6 +51,12 @@ if [ "${BASELINE:-0}" = 1 ]; then
 	git -C "$base" checkout -q --detach pristine
 	tree=$base
 	obj=$top/build/obj-base
+fi
+if [ -n "${SEED_OBJ:-}" ]; then
+	[ -f "$SEED_OBJ/vmlinux" ] || die "SEED_OBJ=$SEED_OBJ holds no built kernel"
+	echo "kernel: seeding ${obj#"$top"/} from ${SEED_OBJ#"$top"/} (incremental build)"
+	mkdir -p "$obj"
+	rsync -a --delete --exclude build.log "$SEED_OBJ/" "$obj/"
 fi
 mkdir -p "$obj"
 

@@ -1,36 +1,44 @@
 #!/bin/bash
 # mutant.sh: prove that the netpoll KUnit suite can fail.
 #
-# Builds the series (build/linux HEAD) with netpoll_parse_udp4()'s IP
-# header checksum check disabled, in the worktree build/linux-mutant and
-# build/obj-mutant, boots it without a disk or network (the suite runs at
-# boot, then the kernel panics for want of a root file system and QEMU
-# exits) and leaves the serial log in build/obj-mutant/kunit.log.
+# Builds the series (build/linux as it is) with netpoll_parse_udp4()'s IP
+# header checksum check disabled into build/obj-mutant, boots it without a
+# disk or network (the suite runs at boot, then the kernel panics for want
+# of a root file system and QEMU exits) and leaves the serial log in
+# build/obj-mutant/kunit.log.
+#
+# Incremental: build/obj-mutant starts as a copy of build/obj, and the
+# mutated netpoll.c is bind-mounted over build/linux/net/core/netpoll.c in
+# a private mount namespace of this script (unshare -m), so the compiler
+# sees the same paths and only netpoll.o and the link are redone.  The
+# tree on disk is never changed.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-tree=$top/build/linux-mutant
+tree=$top/build/linux
 obj=$top/build/obj-mutant
 file=net/core/netpoll.c
+mutated=$top/build/mutant/netpoll.c
 
 die() { echo "mutant: $*" >&2; exit 1; }
 
-[ -e "$top/build/linux/.git" ] || die "no build/linux (run 'make tree')"
-head=$(git -C "$top/build/linux" rev-parse HEAD)
-if ! git -C "$tree" rev-parse -q --verify HEAD >/dev/null 2>&1; then
-	rm -rf "$tree"
-	git -C "$top/build/linux" worktree prune
-	git -C "$top/build/linux" worktree add -q --detach "$tree" "$head"
+[ -e "$tree/.git" ] || die "no build/linux (run 'make tree')"
+[ -f "$top/build/obj/vmlinux" ] || die "no build/obj/vmlinux (run 'make kernel')"
+
+if [ "${1:-}" != --in-namespace ]; then
+	mkdir -p "$(dirname "$mutated")"
+	# The mutation: accept any IP header checksum.
+	sed 's/\(if (\)\(ip_fast_csum(data, iph->ihl))\)/\1false \&\& \2/' \
+		"$tree/$file" >"$mutated"
+	n=$(diff "$tree/$file" "$mutated" | grep -c '^>.*false && ip_fast_csum' || true)
+	[ "$n" = 1 ] || die "the mutation did not apply to $file (changed $n lines)"
+	echo "mutant: $file: IP header checksum check disabled"
+	exec unshare --mount --propagation private "$0" --in-namespace
 fi
-git -C "$tree" checkout -q -f --detach "$head"
 
-# The mutation: accept any IP header checksum.
-sed -i 's/\(if (\)\(ip_fast_csum(data, iph->ihl))\)/\1false \&\& \2/' "$tree/$file"
-n=$(git -C "$tree" diff -U0 | grep -c '^+.*false && ip_fast_csum' || true)
-[ "$n" = 1 ] || die "the mutation did not apply to $file (changed $n lines)"
-echo "mutant: $file: IP header checksum check disabled"
-
-TREE=$tree OBJ=$obj "$top/scripts/kernel.sh"
+mount --bind "$mutated" "$tree/$file"
+SEED_OBJ=$top/build/obj TREE=$tree OBJ=$obj "$top/scripts/kernel.sh"
+umount "$tree/$file"
 
 log=$obj/kunit.log
 rm -f "$log"

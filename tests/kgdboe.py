@@ -73,10 +73,7 @@ sys.path.insert(0, os.path.join(TOP, "matrix"))
 import npng  # noqa: E402
 from npng import HarnessError  # noqa: E402
 
-PORT = 6443
-SPLAT = re.compile(r"(BUG: .*|WARNING: .*|Oops: .*|Kernel panic.*|"
-                   r"sleeping function called from invalid context.*|"
-                   r"INFO: .*(?:lock|hung|stall).*)")
+PORT = npng.KGDBOE_PORT
 
 
 class StepFailed(Exception):
@@ -186,8 +183,7 @@ class Test:
         self.nc = None
         self.attached = False
         self.release = None
-        self.config = "%d@%s/eth0,@%s/%s" % (PORT, npng.GUEST_IP,
-                                              npng.HOST_IP, npng.HOST_MAC)
+        self.config = npng.kgdboe_config()
         os.makedirs(a.workdir, exist_ok=True)
         self.gdblog = open(os.path.join(a.workdir, "gdb-mi.log"), "w")
 
@@ -214,7 +210,7 @@ class Test:
         self.guest = npng.Guest(
             self.a.nic, self.a.workdir, self.a.serial_log, self.a.kernel,
             self.a.initrd, cpus=self.a.cpus,
-            extra_append="kgdboe=" + self.config + " " + self.a.append)
+            extra_append=npng.kgdboe_arg() + " " + self.a.append)
         info = self.guest.wait_ready(self.a.boot_timeout)
         _, out = self.guest.run("uname -r", timeout=20)
         self.release = out.strip()
@@ -631,11 +627,9 @@ class Test:
         return "iperf3 %.0f Mbit/s, netconsole logs" % recent[-1][3]
 
     def splat(self):
-        with open(self.a.serial_log, errors="replace") as f:
-            for line in f:
-                m = SPLAT.search(line)
-                if m:
-                    raise StepFailed(npng.one_line(m.group(1)))
+        splat = npng.first_splat(self.a.serial_log)
+        if splat:
+            raise StepFailed(splat)
         return "clean"
 
     def run(self):

@@ -9,7 +9,6 @@ check and exits 1 when any failed.
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 
@@ -17,14 +16,13 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "matrix"))
 import npng  # noqa: E402
 
-GOOD = "6443@%s/eth0,@%s/%s" % (npng.GUEST_IP, npng.HOST_IP, npng.HOST_MAC)
-SPLAT = re.compile(r"(BUG:|Oops|WARNING:|Kernel panic|general protection)")
+GOOD = npng.kgdboe_config()
 
 
 def gdb(vmlinux, *cmds):
     argv = ["gdb", "-q", "-nx", "-batch", "-ex", "set architecture i386",
             "-ex", "set remotetimeout 2",
-            "-ex", "target remote udp:%s:6443" % npng.GUEST_IP]
+            "-ex", "target remote udp:%s:%d" % (npng.GUEST_IP, npng.KGDBOE_PORT)]
     for c in cmds:
         argv += ["-ex", c]
     argv.append(vmlinux)
@@ -98,9 +96,8 @@ def main():
         check("guest", False, e.detail)
     finally:
         g.stop()
-    with open(log, errors="replace") as f:
-        m = SPLAT.search(f.read())
-    check("splat", not m, m.group(0) if m else "clean")
+    splat = npng.first_splat(log)
+    check("splat", not splat, splat or "clean")
     print("%d passed, %d failed" % (results.count(True),
                                     results.count(False)), flush=True)
     sys.exit(0 if all(results) else 1)

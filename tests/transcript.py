@@ -25,9 +25,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "matrix"))
 import npng  # noqa: E402
 
-KGDBOE = "6443@%s/eth0,@%s/%s" % (npng.GUEST_IP, npng.HOST_IP, npng.HOST_MAC)
 GDB_CMDS = ["set architecture i386",
-            "target remote udp:%s:6443" % npng.GUEST_IP,
+            "target remote udp:%s:%d" % (npng.GUEST_IP, npng.KGDBOE_PORT),
             "info registers eip esp",
             "bt",
             "p init_uts_ns.name.release",
@@ -38,8 +37,7 @@ GDB_CMDS = ["set architecture i386",
 
 def outer(a):
     """Make a namespace, run ourselves inside it, delete it."""
-    import run as mrun  # matrix/run.py
-    return mrun.run_in_netns(
+    return npng.run_in_netns(
         "npng-%d-transcript" % os.getpid(),
         [sys.executable, os.path.abspath(__file__), "--inside"]
         + sys.argv[1:])
@@ -58,7 +56,7 @@ def inside(a):
     vmlinux = os.path.join(a.obj, "vmlinux")
     guest = npng.Guest(a.nic, a.workdir, os.path.join(a.workdir, "serial.log"),
                        kernel, a.initrd, cpus=a.cpus,
-                       extra_append="kgdboe=" + KGDBOE)
+                       extra_append=npng.kgdboe_arg())
     iperf = None
     hit = False
     try:

@@ -1,0 +1,219 @@
+"""KTAP output and checks for the netpoll-ng harness.
+
+Modelled on the kernel's tools/testing/selftests/net/lib/py/ksft.py (its
+habits, not its code): checks that print both values and the line that
+made them, defer() for cleanups, skip and xfail exceptions, and KTAP
+results with nested subtests.  One addition, after netdev's CI (NIPA): a
+test that fails is run once more, and both results stay visible, in the
+KTAP output and in the JSON ("result" is the first run's, "retry" the
+second's).
+
+Python 3 standard library only.
+"""
+
+import inspect
+import json
+import os
+import sys
+import time
+import traceback
+
+
+class KsftFailEx(Exception):
+    """A check failed; str() is the reason."""
+
+
+class KsftSkipEx(Exception):
+    """The test cannot run here; str() says why.  Never a pass."""
+
+
+class KsftXfailEx(Exception):
+    """A known failure, reported as XFAIL with its reason."""
+
+
+def ksft_pr(*objs):
+    print("#", *objs, flush=True)
+
+
+def _where():
+    """file:line of the test code that called a check."""
+    for fr in inspect.stack()[2:]:
+        if os.path.basename(fr.filename) != "ktap.py":
+            ctx = (fr.code_context or ["?"])[0].strip()
+            return "%s:%d: %s" % (os.path.basename(fr.filename), fr.lineno,
+                                  ctx)
+    return "?"
+
+
+def _fail(what, comment):
+    raise KsftFailEx("%s%s [%s]" % (what, " (%s)" % comment if comment
+                                    else "", _where()))
+
+
+def ksft_eq(a, b, comment=""):
+    if a != b:
+        _fail("%r != %r" % (a, b), comment)
+
+
+def ksft_ge(a, b, comment=""):
+    if a is None or a < b:
+        _fail("%r < %r" % (a, b), comment)
+
+
+def ksft_in(a, b, comment=""):
+    if a not in b:
+        _fail("%r not in %r" % (a, b), comment)
+
+
+def ksft_true(a, comment=""):
+    if not a:
+        _fail("%r is not true" % (a,), comment)
+
+
+# ---------------------------------------------------------------- defer
+
+_DEFER = []
+
+
+def defer(fn, *args, **kwargs):
+    """Register a cleanup; run in reverse order when the test ends,
+    whether it passed or not."""
+    _DEFER.append((fn, args, kwargs))
+
+
+def flush_defer():
+    errors = []
+    while _DEFER:
+        fn, args, kwargs = _DEFER.pop()
+        try:
+            fn(*args, **kwargs)
+        except Exception as e:  # a cleanup must not hide the others
+            errors.append("%s: %s" % (getattr(fn, "__name__", fn), e))
+    return errors
+
+
+# ---------------------------------------------------------------- subtests
+
+_SUBTESTS = []
+
+
+def subtest(name, result, detail=""):
+    """Record a nested result of the running test: result is "pass",
+    "fail", "skip" or "xfail"; detail is printed after it."""
+    _SUBTESTS.append({"name": name, "result": result, "detail": detail})
+
+
+def ktap_line(ok, n, name, directive="", indent=""):
+    line = "%s%sok %d %s" % (indent, "" if ok else "not ", n, name)
+    if directive:
+        line += " # " + directive
+    return line
+
+
+def _directive(res):
+    if res["result"] in ("skip", "xfail"):
+        return "%s %s" % (res["result"].upper(), res.get("detail") or "")
+    return ""
+
+
+def print_subtests(subs, indent="    "):
+    if not subs:
+        return
+    print("%sKTAP version 1" % indent)
+    print("%s1..%d" % (indent, len(subs)))
+    for i, s in enumerate(subs, 1):
+        if s["result"] == "fail" and s.get("detail"):
+            print("%s# %s: %s" % (indent, s["name"], s["detail"]))
+        print(ktap_line(s["result"] != "fail", i, s["name"], _directive(s),
+                        indent))
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------- running
+
+def _attempt(case):
+    """Run one case once; returns its result record."""
+    del _SUBTESTS[:]
+    t0 = time.monotonic()
+    res = {"result": "pass", "detail": ""}
+    try:
+        case()
+    except KsftSkipEx as e:
+        res = {"result": "skip", "detail": str(e)}
+    except KsftXfailEx as e:
+        res = {"result": "xfail", "detail": str(e)}
+    except KsftFailEx as e:
+        res = {"result": "fail", "detail": str(e)}
+    except Exception:
+        res = {"result": "fail", "detail": traceback.format_exc().strip()}
+    for err in flush_defer():
+        res = {"result": "fail", "detail": "cleanup failed: " + err}
+    res["seconds"] = round(time.monotonic() - t0, 1)
+    res["subtests"] = list(_SUBTESTS)
+    return res
+
+
+def _print_result(n, name, rec):
+    print_subtests(rec["subtests"])
+    final = rec.get("retry", rec["result"])
+    if rec["result"] == "fail":
+        for line in rec["detail"].splitlines():
+            ksft_pr("%s: %s" % (name, line))
+    note = "%.0fs" % rec["seconds"]
+    if "retry" in rec:
+        note = "first run failed, retry %s; %s" % (
+            "passed" if final == "pass" else "failed too", note)
+    directive = _directive({"result": final,
+                            "detail": rec.get("retry_detail",
+                                              rec["detail"])})
+    print(ktap_line(final != "fail", n, name, directive or note))
+    sys.stdout.flush()
+
+
+def run(cases, json_path=None, retries=1):
+    """Run cases (callables; their __name__ is the test name) as a KTAP
+    test plan.  A failed case runs once more (retries=1).  Returns the
+    totals dict; writes every record to json_path."""
+    print("TAP version 13")
+    print("1..%d" % len(cases), flush=True)
+    totals = {"pass": 0, "fail": 0, "xfail": 0, "xpass": 0, "skip": 0,
+              "error": 0, "flaky": 0}
+    records = []
+    for n, case in enumerate(cases, 1):
+        name = case.__name__
+        ksft_pr("%s: started" % name)
+        rec = _attempt(case)
+        if rec["result"] == "fail" and retries:
+            _print_first_failure(n, name, rec)
+            again = _attempt(case)
+            rec["retry"] = again["result"]
+            rec["retry_detail"] = again["detail"]
+            rec["retry_subtests"] = again["subtests"]
+            rec["seconds"] += again["seconds"]
+            rec["subtests"] = again["subtests"]
+            totals["flaky"] += again["result"] == "pass"
+        rec["test"] = name
+        records.append(rec)
+        _print_result(n, name, rec)
+        totals[rec.get("retry", rec["result"])] += 1
+        if json_path:
+            _write_json(json_path, records, totals)
+    print("# Totals: pass:%(pass)d fail:%(fail)d xfail:%(xfail)d "
+          "xpass:%(xpass)d skip:%(skip)d error:%(error)d" % totals)
+    return totals
+
+
+def _print_first_failure(n, name, rec):
+    ksft_pr("%s: first run FAILED, running it once more; its subtests:"
+            % name)
+    print_subtests(rec["subtests"], indent="#     ")
+    for line in rec["detail"].splitlines():
+        ksft_pr("%s: first run: %s" % (name, line))
+
+
+def _write_json(path, records, totals):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"totals": totals, "results": records}, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
