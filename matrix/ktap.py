@@ -132,7 +132,9 @@ def print_subtests(subs, indent="    "):
 # ---------------------------------------------------------------- running
 
 def _attempt(case):
-    """Run one case once; returns its result record."""
+    """Run one case once; returns its result record (a case may itself
+    run a plan: the caller's subtests are kept aside meanwhile)."""
+    outer = list(_SUBTESTS)
     del _SUBTESTS[:]
     t0 = time.monotonic()
     res = {"result": "pass", "detail": ""}
@@ -150,6 +152,7 @@ def _attempt(case):
         res = {"result": "fail", "detail": "cleanup failed: " + err}
     res["seconds"] = round(time.monotonic() - t0, 1)
     res["subtests"] = list(_SUBTESTS)
+    _SUBTESTS[:] = outer
     return res
 
 

@@ -20,6 +20,7 @@ import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(TOP, "build")
+PYTHON = "/usr/bin/python3"
 
 HOST_IP = "192.0.2.1"
 GUEST_IP = "192.0.2.2"
@@ -589,6 +590,23 @@ IPERF_LINE = re.compile(
 UNITS = {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3}
 
 
+def parse_iperf_line(line):
+    """One line of iperf3's client output: (kind, start, end, Mbit/s) with
+    kind "interval" (a 1 s report), "sender" or "receiver" (the summary
+    lines), or None for any other line."""
+    m = IPERF_LINE.search(line)
+    if not m:
+        return None
+    start, end = float(m.group(1)), float(m.group(2))
+    mbps = float(m.group(3)) * UNITS.get(m.group(4), 1.0)
+    for kind in ("sender", "receiver"):
+        if kind in line:
+            return (kind, start, end, mbps)
+    if end - start > 1.5:
+        return None
+    return ("interval", start, end, mbps)
+
+
 class Iperf:
     """iperf3 client against the guest's server.  reverse=True loads
     guest->host (the guest transmits), False loads host->guest.
@@ -619,16 +637,11 @@ class Iperf:
         for raw in self.proc.stdout:
             line = raw.decode(errors="replace").rstrip()
             self.text.append(line)
-            m = IPERF_LINE.search(line)
-            if not m:
-                continue
-            start, end = float(m.group(1)), float(m.group(2))
-            mbps = float(m.group(3)) * UNITS.get(m.group(4), 1.0)
-            if "sender" in line or "receiver" in line:
-                if "receiver" in line or self.summary is None:
-                    self.summary = mbps
-            elif end - start <= 1.5:
-                self.intervals.append((time.monotonic(), start, end, mbps))
+            rec = parse_iperf_line(line)
+            if rec and rec[0] == "interval":
+                self.intervals.append((time.monotonic(),) + rec[1:])
+            elif rec and (rec[0] == "receiver" or self.summary is None):
+                self.summary = rec[3]
 
     def wait(self, timeout=None):
         """Wait for the run to end; returns True when iperf3 exited 0."""
@@ -822,3 +835,38 @@ def neigh_state(ip=GUEST_IP):
                          capture_output=True, text=True).stdout.split()
     lladdr = out[out.index("lladdr") + 1] if "lladdr" in out else None
     return (out[-1] if out else "NONE"), lladdr
+
+
+# --------------------------------------------------------------------------
+# KUnit results, parsed by the tree's own tools/testing/kunit/kunit.py
+
+KUNIT_PY = os.path.join(BUILD, "linux", "tools", "testing", "kunit",
+                        "kunit.py")
+
+
+def kunit_cases(log_path, kunit_py=KUNIT_PY):
+    """Every KUnit test case in a serial log, as (suite, case, status)
+    with status PASS, FAIL, SKIP or ERROR, read by `kunit.py parse
+    --json`.  Raises HarnessError when kunit.py finds no results."""
+    if not os.path.exists(kunit_py):
+        raise HarnessError("fail", "%s missing (make tree)" % kunit_py)
+    jpath = log_path + ".kunit.json"
+    r = subprocess.run([PYTHON, kunit_py, "parse", "--json=" + jpath,
+                        log_path], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    try:
+        with open(jpath) as f:
+            top = json.load(f)
+    except (OSError, ValueError):
+        raise HarnessError("fail", "kunit.py parse gave no JSON (exit %d): "
+                           "%s" % (r.returncode, one_line(r.stdout[-300:])))
+    out = []
+
+    def walk(group, suite):
+        for c in group.get("test_cases", []):
+            out.append((suite, c["name"], c["status"]))
+        for g in group.get("sub_groups", []):
+            walk(g, g["name"])
+
+    walk(top, "")
+    return out

@@ -32,6 +32,7 @@ Steps:
   delete_cont   delete, continue, the guest's sync completes
   interrupt     gdb's interrupt (0x03) stops the running kernel (intr_ms)
   detach        detach; the guest answers its control agent again
+  foreign_after the foreign check again, after the session
   counters      netpoll's kgdboe statistics over the session: at least one
                 datagram delivered per read, nothing dropped, and the ARP
                 request the host sent while the guest was stopped (release
@@ -96,6 +97,24 @@ def mi_unquote(s):
     return "".join(out)
 
 
+MI_RESULT = re.compile(r"^(\d*)\^(done|running|connected|error|exit)"
+                       r"(?:,(.*))?$")
+
+
+def parse_mi_line(line):
+    """One line of gdb's MI output as a tuple: ("console", text) for a
+    console stream record, ("result", token, class, rest) for a result
+    record, ("async", line) for *stopped and the like, ("other", line)."""
+    if line.startswith("~\"") and line.endswith("\""):
+        return ("console", mi_unquote(line[2:-1]))
+    m = MI_RESULT.match(line)
+    if m:
+        return ("result", m.group(1), m.group(2), m.group(3) or "")
+    if line[:1] in "*=":
+        return ("async", line)
+    return ("other", line)
+
+
 class Gdb:
     """gdb --interpreter=mi2 on pipes."""
 
@@ -141,14 +160,13 @@ class Gdb:
         deadline = time.monotonic() + timeout
         console = []
         while True:
-            line = self._line(deadline)
-            if line.startswith("~"):
-                console.append(mi_unquote(line[2:-1]))
-            elif line.startswith(tok + "^"):
-                cls, _, rest = line[len(tok) + 1:].partition(",")
-                if cls == "error":
-                    raise StepFailed("gdb: %s: %s" % (cmd, rest[:200]))
-                return cls, rest, "".join(console)
+            rec = parse_mi_line(self._line(deadline))
+            if rec[0] == "console":
+                console.append(rec[1])
+            elif rec[0] == "result" and rec[1] == tok:
+                if rec[2] == "error":
+                    raise StepFailed("gdb: %s: %s" % (cmd, rec[3][:200]))
+                return rec[2], rec[3], "".join(console)
 
     def cli(self, cmd, timeout=30):
         return self.cmd('-interpreter-exec console "%s"'
@@ -185,12 +203,25 @@ class Test:
         self.release = None
         self.config = npng.kgdboe_config()
         os.makedirs(a.workdir, exist_ok=True)
-        self.gdblog = open(os.path.join(a.workdir, "gdb-mi.log"), "w")
+        # next to the serial log: <tag>.gdb-mi.log, kept after the run
+        self.gdblog = open(re.sub(r"(\.log)?$", ".gdb-mi.log",
+                                  a.serial_log, count=1), "w")
 
-    def step(self, name, fn, needs_attach=False):
+    def skip(self, name, why):
+        self.results.append((name, None, why, 0.0))
+        print("SKIP %-14s %s" % (name, why), flush=True)
+
+    def step(self, name, fn, needs_attach=False, needs=None):
+        """Run one step.  A step that cannot run because an earlier one
+        failed (needs_attach: attach; needs: that step) is skipped, and
+        the skip names the step that caused it."""
         if needs_attach and not self.attached:
-            self.results.append((name, False, "not attached", 0.0))
-            print("FAIL %-14s not attached" % name, flush=True)
+            failed = [n for n, ok, _, _ in self.results if ok is False]
+            self.skip(name, "skipped: gdb not attached (%s failed)" % (
+                failed[-1] if failed else "attach"))
+            return False
+        if needs and not self.passed(needs):
+            self.skip(name, "skipped: %s failed" % needs)
             return False
         t = time.monotonic()
         try:
@@ -203,6 +234,9 @@ class Test:
         print("%s %-14s %6.2fs  %s" % ("PASS" if ok else "FAIL", name, dt,
                                        detail), flush=True)
         return ok
+
+    def passed(self, name):
+        return any(n == name and ok for n, ok, _, _ in self.results)
 
     # -- guest ------------------------------------------------------------
 
@@ -642,6 +676,7 @@ class Test:
         self.step("sysfs_set", self.sysfs_set)
         self.step("foreign", self.foreign)
         if self.a.load and not self.step("load", self.start_load):
+            self.skip("attach", "skipped: load failed")
             return
         self.stats_before = self.np_stats()
         self.step("attach", self.attach)
@@ -651,21 +686,22 @@ class Test:
         self.step("reads", self.reads, True)
         self.step("dump64k", self.dump64k, True)
         self.step("dump64k_500", self.dump64k_big, True)
-        if self.step("breakpoint", self.breakpoint, True):
-            self.step("step", self.step_step, True)
-            self.step("delete_cont", self.delete_cont, True)
+        self.step("breakpoint", self.breakpoint, True)
+        self.step("step", self.step_step, True, needs="breakpoint")
+        self.step("delete_cont", self.delete_cont, True, needs="breakpoint")
         self.step("interrupt", self.interrupt, True)
         self.step("detach", self.detach, True)
         self.step("counters", self.counters)
-        if self.step("foreign", self.foreign):
-            if "duplicates" in self.a.skip:
-                self.results.append(("duplicates", None, "skipped", 0.0))
-                print("SKIP duplicates (--skip)", flush=True)
-            else:
-                self.step("duplicates", self.duplicates)
-            self.step("unregister", self.unregister)
-            self.step("takeover", self.takeover)
-            self.step("reattach", self.reattach)
+        # after the session: foreign datagrams still get nothing
+        self.step("foreign_after", self.foreign)
+        if "duplicates" in self.a.skip:
+            self.skip("duplicates", "skipped: --skip duplicates")
+        else:
+            self.step("duplicates", self.duplicates, needs="foreign_after")
+        for name, fn in (("unregister", self.unregister),
+                         ("takeover", self.takeover),
+                         ("reattach", self.reattach)):
+            self.step(name, fn, needs="foreign_after")
         if self.a.load:
             self.step("load_alive", self.load_alive)
         self.step("splat", self.splat)

@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""make check: the fast lane, no kernel build and no QEMU (well under a
+minute).  The harness's parsers run on fixtures cut from real logs in
+tests/data/ (see tests/data/README), then pyflakes3 and shellcheck run on
+every Python and shell file.  KTAP output like tests/run.py; the last
+line is "N passed, N failed".
+"""
+
+import io
+import os
+import re
+import subprocess
+import sys
+from contextlib import redirect_stdout
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+import ktap  # noqa: E402
+import npng  # noqa: E402
+import report  # noqa: E402
+from ktap import KsftSkipEx, ksft_eq, ksft_in, ksft_true  # noqa: E402
+
+DATA = os.path.join(TOP, "tests", "data")
+CHECKS = []
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def data(name):
+    with open(os.path.join(DATA, name), errors="replace") as f:
+        return f.read()
+
+
+# ------------------------------------------------------------ netconsole
+
+@check
+def analyze_complete_burst():
+    a = npng.analyze(list(range(1, 101)), 100)
+    ksft_eq((a["received"], a["missing"], a["reordered"], a["duplicates"]),
+            (100, 0, 0, 0))
+
+
+@check
+def analyze_loss_reorder_duplicates():
+    a = npng.analyze([1, 2, 4, 3, 3, 6, 99, 0], 6)
+    ksft_eq(a["received"], 5)
+    ksft_eq((a["missing"], a["first_missing"]), (1, 5))
+    ksft_eq((a["reordered"], a["duplicates"], a["out_of_range"]), (1, 1, 2))
+    ksft_eq(npng.analyze([], 10)["missing"], 10, "empty burst")
+
+
+@check
+def burst_records_in_netconsole_fixture():
+    """tests/data/netconsole-burst.txt: datagrams as the host received
+    them (one per line) during a real burst."""
+    seqs = [int(m.group(2)) for m in
+            npng.BURST_RE.finditer(data("netconsole-burst.txt").encode())]
+    a = npng.analyze(seqs, len(seqs))
+    ksft_eq((a["missing"], a["duplicates"], a["reordered"]), (0, 0, 0))
+    ksft_true(len(seqs) >= 20, "records found: %d" % len(seqs))
+
+
+# ------------------------------------------------------------ iperf3
+
+@check
+def iperf_fixture_intervals_and_summary():
+    """tests/data/iperf3-reverse.txt: a real `iperf3 -R -i 1 -f m` run
+    from the matrix (guest->host)."""
+    recs = [r for r in map(npng.parse_iperf_line,
+                           data("iperf3-reverse.txt").splitlines()) if r]
+    kinds = [r[0] for r in recs]
+    ksft_eq(kinds.count("sender"), 1)
+    ksft_eq(kinds.count("receiver"), 1)
+    ksft_true(kinds.count("interval") >= 3, "intervals: %r" % kinds)
+    rx = [r for r in recs if r[0] == "receiver"][0]
+    ksft_true(rx[3] > 10, "receiver Mbit/s %r" % (rx,))
+    ksft_eq(npng.parse_iperf_line("iperf Done."), None)
+
+
+@check
+def iperf_units():
+    line = ("[  5]   1.00-2.00   sec  60.2 MBytes   505 Kbits/sec    0"
+            "    212 KBytes")
+    ksft_eq(npng.parse_iperf_line(line), ("interval", 1.0, 2.0, 0.505))
+
+
+# ------------------------------------------------------------ statistics
+
+@check
+def stats_parser_and_histogram_quantiles():
+    st = npng.parse_kv("name netconsole\nsent 12\npoll_how irq\n"
+                       "local 192.0.2.2:6665\n"
+                       "send_ns_hist 0 0 0 0 0 0 0 0 0 0 4 5 1\n")
+    ksft_eq((st["sent"], st["poll_how"], st["local"]),
+            (12, "irq", "192.0.2.2:6665"))
+    h = npng.hist_delta(st, {"send_ns_hist": [0] * 10 + [2, 1, 0]})
+    ksft_eq(h, [0] * 10 + [2, 4, 1])
+    ksft_eq(npng.hist_percentile_us(h, 0.5), 4.096)
+    ksft_eq(npng.hist_percentile_us(h, 0.99), 8.192)
+    ksft_eq(npng.hist_percentile_us([0] * 32, 0.5), None)
+    ksft_eq([npng.quantile([1, 2, 3, 4], 0.5), npng.quantile([5], 0.99),
+             npng.quantile([], 0.5)], [2, 5, None])
+
+
+@check
+def stats_fixture_from_debugfs():
+    """tests/data/netpoll-stats.txt: a real netconsole stats file."""
+    st = npng.parse_kv(data("netpoll-stats.txt"))
+    ksft_in("sent", st)
+    ksft_eq(type(st["send_ns_hist"]), list)
+    ksft_true(sum(st["send_ns_hist"]) > 0, "histogram empty")
+
+
+# ------------------------------------------------------------ splats
+
+@check
+def splat_lockdep_fixture():
+    """tests/data/serial-lockdep.log: a serial log with a real lockdep
+    report; found, and fingerprinted by its call trace."""
+    splats = npng.find_splats(data("serial-lockdep.log"))
+    ksft_eq(len(splats), 1, "reports: %r" % splats)
+    ksft_in("inconsistent lock state", splats[0]["what"])
+    ksft_true(splats[0]["fingerprint"].count("/") >= 2,
+              "fingerprint %r" % splats[0]["fingerprint"])
+
+
+@check
+def splat_clean_boot_fixture():
+    """A real clean boot log (tests/data/serial-boot.log) has no report."""
+    ksft_eq(npng.find_splats(data("serial-boot.log")), [])
+
+
+@check
+def splat_panic_fixture():
+    """The mutant's boot log ends in a panic (no root file system)."""
+    splats = npng.find_splats(data("kunit-mutant-panic.log"))
+    ksft_true(splats and "Kernel panic" in splats[-1]["what"],
+              "reports: %r" % splats)
+
+
+# ------------------------------------------------------------ KUnit
+
+@check
+def kunit_parse_fixture_ending_in_panic():
+    """tests/data/kunit-mutant-panic.log (the mutant kernel's boot: KTAP,
+    then a panic) through the tree's kunit.py: the broken checksum case
+    fails, the others pass."""
+    if not os.path.exists(npng.KUNIT_PY):
+        raise KsftSkipEx("build/linux not extracted (make tree): the "
+                         "tree's kunit.py parses KUnit output")
+    import shutil
+    import tempfile
+    tmp = tempfile.mkdtemp()
+    try:
+        path = os.path.join(tmp, "k.log")
+        shutil.copy(os.path.join(DATA, "kunit-mutant-panic.log"), path)
+        cases = npng.kunit_cases(path)
+    finally:
+        shutil.rmtree(tmp)
+    failed = [c for _, c, st in cases if st != "PASS"]
+    ksft_eq(failed, ["netpoll_parse_bad_checksums"])
+    ksft_true(len(cases) >= 10, "cases: %d" % len(cases))
+
+
+# ------------------------------------------------------------ gdb MI
+
+@check
+def gdb_mi_fixture():
+    """tests/data/gdb-mi.log: the MI side of a real kgdboe session."""
+    import kgdboe
+    recs = [kgdboe.parse_mi_line(l) for l in
+            data("gdb-mi.log").splitlines() if not l.startswith(">>>")]
+    results = [r for r in recs if r[0] == "result"]
+    ksft_true(len(results) > 50, "result records: %d" % len(results))
+    ksft_in("connected", [r[2] for r in results], "target remote")
+    ksft_true(any(r[0] == "async" and r[1].startswith("*stopped")
+                  for r in recs), "no *stopped record")
+    console = "".join(r[1] for r in recs if r[0] == "console")
+    ksft_true(re.search(r"\$\d+ = \d+", console), "no value printed")
+    ksft_eq(kgdboe.mi_unquote(r'a\"b\\n\n'), 'a"b\\n\n')
+
+
+# ------------------------------------------------------------ report, KTAP
+
+@check
+def report_renders_every_cell():
+    doc = {"kernel": "6.12.1", "series": [], "qemu": "7.2", "started": "x",
+           "burst": 10, "cells": [
+               {"nic": "e1000", "driver": "e1000", "poll_mode": "driver",
+                "cpus": 1, "status": "pass", "detail": "",
+                "metrics": {"nc_idle_sent": 10, "nc_idle_received": 10,
+                            "nc_idle_msgs_per_s": 5.0}},
+               {"nic": "pcnet", "driver": None, "poll_mode": "driver",
+                "cpus": 1, "status": "boot-timeout", "detail": "a|b",
+                "metrics": {}}]}
+    md = report.markdown(doc)
+    ksft_in("| e1000 | e1000 | driver | pass |", md)
+    ksft_in("10/10 @ 5/s", md)
+    ksft_in("| pcnet | - | driver | boot-timeout |", md)
+    ksft_in("a/b", md)
+
+
+@check
+def nics_file_and_builders():
+    nics = npng.read_nics()
+    ksft_eq([n.model for n in nics if n.required],
+            ["e1000", "rtl8139", "pcnet", "ne2k_pci"])
+    ksft_eq(npng.nic("ne2k_pci").iperf_rx_opts, ["-w", "8K"])
+    ksft_eq(npng.kgdboe_arg(),
+            "kgdboe=6443@192.0.2.2/eth0,@192.0.2.1/02:00:c0:00:02:01")
+    try:
+        npng.parse_nics("e1000 e1000 maybe\n")
+    except ValueError:
+        return
+    ksft_true(False, "a bad matrix/nics line was accepted")
+
+
+@check
+def ktap_retry_keeps_first_failure():
+    """A case that fails once, then passes: both results are visible."""
+    runs = []
+
+    def flaky():
+        runs.append(1)
+        ktap.subtest("step", "pass" if len(runs) > 1 else "fail", "x")
+        ksft_eq(len(runs), 2)
+
+    def skipped():
+        raise KsftSkipEx("no reason")
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        totals = ktap.run([flaky, skipped])
+    text = out.getvalue()
+    ksft_in("# flaky: first run FAILED", text)
+    ksft_in("ok 1 flaky # first run failed, retry passed", text)
+    ksft_in("ok 2 skipped # SKIP no reason", text)
+    ksft_eq((totals["pass"], totals["skip"], totals["flaky"]), (1, 1, 1))
+    ksft_in("# Totals: pass:1 fail:0 xfail:0 xpass:0 skip:1 error:0", text)
+
+
+# ------------------------------------------------------------ linters
+
+def tracked(pattern):
+    out = subprocess.run(["git", "-C", TOP, "ls-files", "-co",
+                          "--exclude-standard"], stdout=subprocess.PIPE,
+                         text=True).stdout.split()
+    return [os.path.join(TOP, f) for f in out if re.search(pattern, f)
+            and os.path.exists(os.path.join(TOP, f))]
+
+
+def shell_scripts():
+    out = []
+    for f in tracked(r"^(scripts|matrix|\.ci|perf|tools)/"):
+        with open(f, "rb") as fh:
+            first = fh.readline()
+        if f.endswith(".sh") or re.match(rb"#!.*\b(ba)?sh\b", first):
+            out.append(f)
+    return out
+
+
+def run_linter(argv, files):
+    r = subprocess.run(argv + files, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    ksft_eq(r.returncode, 0, "%s: %s" % (argv[0], r.stdout.strip()))
+    ktap.ksft_pr("%s: %d file(s) clean" % (argv[0], len(files)))
+
+
+@check
+def pyflakes():
+    run_linter(["pyflakes3"], tracked(r"\.py$"))
+
+
+@check
+def shellcheck():
+    run_linter(["shellcheck", "-x", "-S", "warning"], shell_scripts())
+
+
+def main():
+    sel = sys.argv[1:]
+    todo = [c for c in CHECKS if not sel or any(s in c.__name__
+                                                for s in sel)]
+    totals = ktap.run(todo, retries=0)
+    print("%d passed, %d failed" % (totals["pass"], totals["fail"]))
+    return 1 if totals["fail"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
