@@ -2,6 +2,8 @@
 #
 #   make matrix   all set-up, then the NIC matrix (build/results/matrix.md)
 #   make test     all set-up, then the test suite
+#   make check    the fast lane: parsers on fixtures, pyflakes3, shellcheck
+#                 (no kernel, no QEMU, under a minute)
 #
 # Variables: JOBS (build parallelism), BASELINE=1 (kernel: unpatched tree),
 # DEBUG=1 (kernel, matrix: the lockdep/atomic-sleep kernel in build/obj-debug),
@@ -47,7 +49,7 @@ ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps tree export kernel rootfs matrix test transcript checkpatch bisect clean distclean help
+.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs matrix test transcript checkpatch bisect clean distclean help
 
 all: help
 
@@ -56,6 +58,12 @@ help:
 
 deps:
 	@./matrix/deps.sh
+
+check-deps:
+	@./matrix/deps.sh --check
+
+check: check-deps
+	@$(PYTHON) tests/check.py
 
 # Extract and patch the tree (a no-op when it already matches `series`).
 tree: deps

@@ -195,6 +195,7 @@ class Cell:
             self.m["echo_rtt_p50_us"] = _r(npng.quantile(r, 0.5))
             self.m["echo_rtt_p99_us"] = _r(npng.quantile(r, 0.99))
             self.m["echo_lost"] = lost
+            self.m["echo_lost_seqs"] = ec.lost_seqs[:20]
             self.m["echo_late"] = ec.late
             self.say("echo running: %d/%d, p50 %s us, p99 %s us" % (
                 len(r), sent, self.m["echo_rtt_p50_us"],
@@ -236,6 +237,7 @@ class Cell:
         # lost: never answered (or not sent: the trap was over); late:
         # answered after the 300 ms this measurement waits for each one
         self.m["trap_echo_lost"] = lost + unsent
+        self.m["trap_echo_lost_seqs"] = ec.lost_seqs[:20]
         self.m["trap_echo_late"] = ec.late
         self.m["trap_echo_count"] = a.echo
         self.m["trap_echo_sent"] = sent

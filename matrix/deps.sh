@@ -2,12 +2,14 @@
 # Install everything the build, the matrix and the tests need (Debian 12).
 # Idempotent: quiet and quick when everything is already there.
 # Guest (i386) packages are downloaded and unpacked, never installed.
+# deps.sh --check installs only what `make check` needs.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 debdir=$top/build/debs
 
-host_pkgs="linux-source-6.12 qemu-system-x86 gdb iperf3 socat bc bison flex
+check_pkgs="python3 pyflakes3 shellcheck git"
+host_pkgs="$check_pkgs linux-source-6.12 qemu-system-x86 gdb iperf3 socat bc bison flex
 	libelf-dev libssl-dev cpio xz-utils make gcc git iproute2 kmod python3
 	perl rsync iputils-ping procps"
 guest_pkgs="busybox-static:i386 iperf3:i386 libiperf0:i386 libc6:i386
@@ -15,8 +17,10 @@ guest_pkgs="busybox-static:i386 iperf3:i386 libiperf0:i386 libc6:i386
 
 export DEBIAN_FRONTEND=noninteractive
 
+want_pkgs=$host_pkgs
+[ "${1:-}" != --check ] || want_pkgs=$check_pkgs
 missing=""
-for p in $host_pkgs; do
+for p in $want_pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 		grep -q "install ok installed" || missing="$missing $p"
 done
@@ -36,6 +40,8 @@ if [ -n "$missing" ]; then
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
+
+[ "${1:-}" != --check ] || exit 0
 
 if ! dpkg --print-foreign-architectures | grep -qx i386; then
 	echo "deps: dpkg --add-architecture i386"

@@ -95,6 +95,13 @@ def flush_defer():
 # ---------------------------------------------------------------- subtests
 
 _SUBTESTS = []
+ATTEMPT = [1]       # 1, or 2 while a failed case runs once more
+
+
+def attempt_suffix():
+    """"" on a first run, "-retry" on the retry: tests name their output
+    files with it, so that the first failure's files are kept."""
+    return "" if ATTEMPT[0] == 1 else "-retry"
 
 
 def subtest(name, result, detail=""):
@@ -188,7 +195,11 @@ def run(cases, json_path=None, retries=1):
         rec = _attempt(case)
         if rec["result"] == "fail" and retries:
             _print_first_failure(n, name, rec)
-            again = _attempt(case)
+            ATTEMPT[0] = 2
+            try:
+                again = _attempt(case)
+            finally:
+                ATTEMPT[0] = 1
             rec["retry"] = again["result"]
             rec["retry_detail"] = again["detail"]
             rec["retry_subtests"] = again["subtests"]

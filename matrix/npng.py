@@ -389,11 +389,20 @@ class NetNS:
         sh("ip", "netns", "del", self.name, check=False)
 
 
+def exit_on_sigterm():
+    """Turn SIGTERM into SystemExit, so that context managers (NetNS, the
+    guest) clean up when a run is killed, as they do on Ctrl-C."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+
+
 def run_in_netns(ns_name, argv, stdout=None, timeout=None):
     """Run argv in a fresh namespace (NetNS), in a process group of its
     own that is killed after timeout seconds or on Ctrl-C.  Output goes
     to stdout (a file; None: ours).  Returns the exit code, negative when
     killed."""
+    exit_on_sigterm()
     with NetNS(ns_name) as ns:
         proc = subprocess.Popen(ns.argv(argv), stdout=stdout,
                                 stderr=subprocess.STDOUT,
@@ -419,7 +428,7 @@ def kill_group(proc, sig=signal.SIGKILL):
 # The guest
 
 def qemu_argv(model, kernel, initrd, append, serial_log, ctl_path=None,
-              cpus=1, mem=256):
+              cpus=1, mem=256, extra=()):
     """The one QEMU command line: i386 under TCG, the NIC model on the
     namespace's tap (model None: no network), ttyS0 to serial_log and,
     with ctl_path, ttyS1 to the guest agent's unix socket."""
@@ -440,7 +449,7 @@ def qemu_argv(model, kernel, initrd, append, serial_log, ctl_path=None,
     if ctl_path:
         argv += ["-chardev", "socket,id=ctl,path=%s,server=on,wait=off"
                  % ctl_path, "-serial", "chardev:ctl"]
-    return argv + ["-monitor", "none"]
+    return argv + ["-monitor", "none"] + list(extra)
 
 
 def write_cmd_file(serial_log, argv):
@@ -456,7 +465,8 @@ class Guest:
     control agent on ttyS1 (a unix socket chardev)."""
 
     def __init__(self, model, workdir, serial_log, kernel, initrd,
-                 cpus=1, mem=256, extra_append="", nc_port=NC_PORT):
+                 cpus=1, mem=256, extra_append="", nc_port=NC_PORT,
+                 extra_qemu=()):
         self.model = model
         self.serial_log = serial_log
         self.ctl_path = os.path.join(workdir, "ctl.sock")
@@ -466,7 +476,8 @@ class Guest:
         self.info = {}
         append = guest_append(extra_append, nc_port)
         self.argv = qemu_argv(model, kernel, initrd, append, serial_log,
-                              ctl_path=self.ctl_path, cpus=cpus, mem=mem)
+                              ctl_path=self.ctl_path, cpus=cpus, mem=mem,
+                              extra=extra_qemu)
         write_cmd_file(serial_log, self.argv)
         if os.path.exists(self.ctl_path):
             os.unlink(self.ctl_path)
@@ -818,6 +829,7 @@ class Echo:
             if r:
                 take(self.sock.recv(2048), None)
         out.sort()
+        self.lost_seqs = sorted(lost)
         return out, len(lost), sent
 
     def close(self):

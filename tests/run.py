@@ -46,18 +46,24 @@ def named(name, fn):
 
 def run_matrix(name, nics, *extra, steps="burst", modes="driver"):
     """Run matrix/run.py on `nics` with the given steps and poll modes;
-    returns the cells of its JSON."""
+    returns the cells of its JSON (<name>.json; <name>-retry.json on a
+    retry, serial logs under <name>-retry/, so a first failure's files
+    are kept)."""
+    name += ktap.attempt_suffix()
+    results = RESULTS if ktap.ATTEMPT[0] == 1 else \
+        os.path.join(RESULTS, "retry")
+    os.makedirs(results, exist_ok=True)
     argv = [npng.PYTHON, os.path.join(TOP, "matrix", "run.py"),
             "--nics", ",".join(nics), "--steps", steps,
             "--poll-modes", modes,
-            "--burst", str(BURST), "--results", RESULTS, "--name", name,
+            "--burst", str(BURST), "--results", results, "--name", name,
             "--cell-timeout", "400"] + list(extra)
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
-    with open(os.path.join(RESULTS, name + ".out"), "w") as f:
+    with open(os.path.join(results, name + ".out"), "w") as f:
         f.write(r.stdout)
     ksft_eq(r.returncode, 0, "run.py: " + npng.one_line(r.stdout[-400:]))
-    with open(os.path.join(RESULTS, name + ".json")) as f:
+    with open(os.path.join(results, name + ".json")) as f:
         return json.load(f)["cells"]
 
 
@@ -156,8 +162,11 @@ def kunit_subtests(log):
 def kunit_netpoll():
     """The matrix kernel runs the netpoll KUnit suite at boot: read it
     from the e1000 boot test's serial log with the tree's kunit.py."""
-    log = os.path.join(RESULTS, "e1000-driver.log")
-    ksft_true(os.path.exists(log), "no serial log %s (boot_burst_echo_e1000 "
+    logs = [p for p in (os.path.join(RESULTS, "retry", "e1000-driver.log"),
+                        os.path.join(RESULTS, "e1000-driver.log"))
+            if os.path.exists(p)]
+    log = max(logs, key=os.path.getmtime) if logs else None
+    ksft_true(log, "no serial log %s (boot_burst_echo_e1000 "
               "must run first)" % log)
     failed, total = kunit_subtests(log)
     ksft_eq(failed, [], "netpoll KUnit cases that did not pass")
@@ -206,6 +215,7 @@ def run_kgdboe(name, nic, *extra, cpus=1, steps_are_subtests=True):
     matrix's runner); returns its JSON document (its steps as
     subtests)."""
     import run as mrun  # matrix/run.py
+    name += ktap.attempt_suffix()
     doc = mrun.kgdboe_session(
         "npng-%d-%s" % (os.getpid(), name), name, nic, cpus,
         os.path.join(OBJ, "arch", "x86", "boot", "bzImage"), ROOTFS,
