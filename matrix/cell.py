@@ -127,6 +127,9 @@ class Cell:
                         extra=self.iperf_args(reverse))
         ok = ip.wait()
         what = "iperf3 %s" % ("guest->host" if reverse else "host->guest")
+        with open("%s.iperf-%s.txt" % (self.a.serial_log,
+                                       "tx" if reverse else "rx"), "w") as f:
+            f.write("\n".join(ip.text) + "\n")
         if ok and ip.summary is not None:
             self.m[key] = round(ip.summary, 1)
             self.say("%s %.1f Mbit/s" % (what, ip.summary))

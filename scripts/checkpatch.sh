@@ -11,7 +11,6 @@ tree=$top/build/linux
 bad=0
 n=0
 while read -r p; do
-	case "$p" in ''|'#'*) continue ;; esac
 	n=$((n + 1))
 	out=$(cd "$tree" && \
 	      ./scripts/checkpatch.pl --strict --terse --showfile "$top/$p" 2>&1)
@@ -35,6 +34,6 @@ while read -r p; do
 		echo "checkpatch: $p: clean${waived:+ (with waived findings)}"
 	fi
 	[ -z "$waived" ] || printf '%s' "$waived" | sed 's/^/    waived: /'
-done <"$top/series"
+done < <("$top/scripts/series.sh")
 echo "checkpatch: $n patch(es), $bad with findings"
 exit $bad

@@ -21,7 +21,7 @@ g() { git -C "$tree" "$@"; }
 	die "build/linux has uncommitted changes: commit them first"
 [ -d "$tree/.git/rebase-apply" ] && die "a git am is in progress in build/linux"
 
-mapfile -t old < <(grep -v '^[[:space:]]*\(#\|$\)' "$top/series" || true)
+mapfile -t old < <("$top/scripts/series.sh")
 mapfile -t commits < <(g rev-list --reverse pristine..HEAD)
 
 for c in "${commits[@]}"; do

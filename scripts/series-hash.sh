@@ -4,7 +4,7 @@
 top=$(cd "$(dirname "$0")/.." && pwd)
 {
 	cat "$top/series"
-	{ grep -v '^[[:space:]]*\(#\|$\)' "$top/series" || true; } | while read -r p; do
+	"$top/scripts/series.sh" | while read -r p; do
 		cat "$top/$p" 2>/dev/null || echo "missing $p"
 	done
 } | sha256sum | cut -d' ' -f1

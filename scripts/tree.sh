@@ -85,14 +85,13 @@ echo "tree: kernel $ver"
 
 n=0
 while read -r p; do
-	case "$p" in ''|'#'*) continue ;; esac
 	[ -f "$top/$p" ] || die "series names $p, which does not exist"
 	if ! g am -q --keep-cr "$top/$p"; then
 		g am --abort || true
 		die "patch $p does not apply to $ver"
 	fi
 	n=$((n + 1))
-done <"$top/series"
+done < <("$top/scripts/series.sh")
 
 g rev-parse HEAD >"$tree/.git/npng-applied"
 series_hash >"$tree/.git/npng-series-hash"

@@ -64,6 +64,9 @@ def guest_counters(g):
     _, dev = g.run("grep eth0 /proc/net/dev", timeout=30, check=False)
     _, st = g.run("cat /sys/kernel/debug/netpoll/netpoll_echo-*/stats",
                   timeout=30, check=False)
+    with open(os.path.join(os.path.dirname(g.serial_log), "stats.txt"),
+              "w") as f:
+        f.write(st)
     _, irq = g.run("grep -i eth0 /proc/interrupts", timeout=30,
                    check=False)
     # experiment kernels may export counters as driver module parameters
