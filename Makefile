@@ -104,7 +104,7 @@ transcript: kernel rootfs
 
 clean:
 	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/obj-module build/obj-bisect \
-		build/bisect build/results build/transcript \
+		build/bisect build/results build/transcript build/mutant build/soak \
 		build/test-results build/rootfs build/rootfs.cpio
 
 # Removes build/ entirely, including build/linux: refuses when it holds

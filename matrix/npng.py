@@ -140,6 +140,13 @@ SPLAT = re.compile(r"(BUG: .*|WARNING: .*|Oops: .*|Kernel panic.*|"
                    r"INFO: .*(?:lock|hung|stall).*)")
 TRACE_FN = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(?:\? )?([A-Za-z_][\w.]*)\+0x")
 STRIP_TIME = re.compile(r"^\[\s*[\d.]+\]\s*")
+# frames of the reporting machinery, not of the bug: left out of a
+# fingerprint (as syzkaller and netdev's CI do)
+TRACE_SKIP = re.compile(r"^(dump_stack(_lvl)?|show_stack|print_\w+|"
+                        r"lock_acquire|lock_release|mark_lock\w*|"
+                        r"valid_state|__warn|warn_slowpath\w*|report_bug|"
+                        r"handle_bug|exc_invalid_op|panic|"
+                        r"_raw_(spin|read|write)_\w+|do_raw_spin_\w+)$")
 
 
 def find_splats(text, fingerprint_depth=5):
@@ -162,7 +169,8 @@ def find_splats(text, fingerprint_depth=5):
         if in_trace:
             f = TRACE_FN.match(line)
             if f and "? " not in line.split(f.group(1))[0][-2:]:
-                cur["trace"].append(f.group(1))
+                if not TRACE_SKIP.match(f.group(1)):
+                    cur["trace"].append(f.group(1))
             elif not f and not line.strip().startswith("?") and \
                     not line.strip().startswith("<"):
                 in_trace = False
