@@ -4,6 +4,8 @@
 #   make test     all set-up, then the test suite
 #   make check    the fast lane: parsers on fixtures, pyflakes3, shellcheck
 #                 (no kernel, no QEMU, under a minute)
+#   make bridge   build/kgdboe-bridge, gdb's pipe to kgdboe's authenticated
+#                 mode (tools/kgdboe-bridge)
 #
 # Variables: JOBS (build parallelism), BASELINE=1 (kernel: unpatched tree),
 # DEBUG=1 (kernel, matrix: the lockdep/atomic-sleep kernel in build/obj-debug),
@@ -49,7 +51,7 @@ ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs matrix test transcript checkpatch bisect clean distclean help
+.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge matrix test transcript checkpatch bisect clean distclean help
 
 all: help
 
@@ -81,10 +83,19 @@ kernel: prepare-tree
 
 rootfs: $(ROOTFS)
 
+BRIDGE := build/kgdboe-bridge
+BRIDGE_SRC := $(wildcard tools/kgdboe-bridge/*.[ch])
+
+bridge: $(BRIDGE)
+
+$(BRIDGE): $(BRIDGE_SRC) | deps
+	@mkdir -p build
+	cc -O2 -Wall -Wextra -Werror -o $@ $(filter %.c,$(BRIDGE_SRC))
+
 $(ROOTFS): matrix/rootfs.sh $(GUEST_FILES) | deps
 	@./matrix/rootfs.sh
 
-matrix: kernel rootfs
+matrix: kernel rootfs bridge
 	@$(PYTHON) matrix/run.py $(MATRIX_ARGS)
 
 checkpatch: prepare-tree
@@ -94,7 +105,7 @@ checkpatch: prepare-tree
 bisect: prepare-tree rootfs
 	@./scripts/bisect.sh
 
-test: kernel rootfs
+test: kernel rootfs bridge
 	@$(PYTHON) tests/run.py
 
 # A literal gdb -batch session over kgdboe (2 CPUs, iperf3 load), written
@@ -105,7 +116,7 @@ transcript: kernel rootfs
 clean:
 	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/obj-module build/obj-bisect \
 		build/bisect build/results build/transcript build/mutant build/soak \
-		build/test-results build/rootfs build/rootfs.cpio
+		build/test-results build/rootfs build/rootfs.cpio build/kgdboe-bridge
 
 # Removes build/ entirely, including build/linux: refuses when it holds
 # commits that `make export` has not written back.

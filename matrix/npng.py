@@ -14,6 +14,7 @@ import select
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -32,6 +33,8 @@ ECHO_PORT = 6600        # guest port of the netpoll_echo test client
 ECHO_HOST_PORT = 7000   # host port the echo measurements send from
 TAP = "tap0"
 KGDBOE_PORT = 6443      # kgdboe's default local port (the gdb target)
+OTHER_MAC = "02:00:c0:00:02:99"  # a LAN host that is not the peer (spoofing)
+BRIDGE = os.path.join(BUILD, "kgdboe-bridge")  # make bridge
 NICS_FILE = os.path.join(TOP, "matrix", "nics")
 SERIES_FILE = os.path.join(TOP, "series")
 
@@ -890,3 +893,47 @@ def kunit_cases(log_path, kunit_py=KUNIT_PY):
 
     walk(top, "")
     return out
+
+
+# ------------------------------------------------------------ raw frames
+
+def inet_checksum(data):
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while total >> 16:
+        total = (total & 0xffff) + (total >> 16)
+    return ~total & 0xffff
+
+
+def udp_frame(payload, src_mac=HOST_MAC, src_ip=HOST_IP, sport=40000,
+              dst_mac=GUEST_MAC, dst_ip=GUEST_IP, dport=KGDBOE_PORT):
+    """An Ethernet frame holding one IPv4 UDP datagram, checksums right:
+    what a host on the LAN can put on the wire with any addresses."""
+    src, dst = socket.inet_aton(src_ip), socket.inet_aton(dst_ip)
+    ulen = 8 + len(payload)
+    pseudo = src + dst + struct.pack("!BBH", 0, 17, ulen)
+    udp = struct.pack("!HHHH", sport, dport, ulen, 0) + payload
+    csum = inet_checksum(pseudo + udp) or 0xffff
+    udp = udp[:6] + struct.pack("!H", csum) + udp[8:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + ulen, 0, 0, 64, 17, 0,
+                     src, dst)
+    ip = ip[:10] + struct.pack("!H", inet_checksum(ip)) + ip[12:]
+    eth = bytes.fromhex(dst_mac.replace(":", "")) + \
+        bytes.fromhex(src_mac.replace(":", "")) + b"\x08\x00"
+    return eth + ip + udp
+
+
+class RawSender:
+    """An AF_PACKET socket on tap0: frames straight to the guest's NIC,
+    inside our namespace only."""
+
+    def __init__(self, ifname=TAP):
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        self.sock.bind((ifname, 0))
+
+    def send(self, frame):
+        self.sock.send(frame)
+
+    def close(self):
+        self.sock.close()

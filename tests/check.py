@@ -9,8 +9,12 @@ line is "N passed, N failed".
 import io
 import os
 import re
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from contextlib import redirect_stdout
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -19,6 +23,7 @@ sys.path.insert(0, os.path.join(TOP, "tests"))
 import ktap  # noqa: E402
 import npng  # noqa: E402
 import report  # noqa: E402
+from relay import LossyRelay  # noqa: E402
 from ktap import KsftSkipEx, ksft_eq, ksft_in, ksft_true  # noqa: E402
 
 DATA = os.path.join(TOP, "tests", "data")
@@ -252,6 +257,81 @@ def ktap_retry_keeps_first_failure():
 
 
 # ------------------------------------------------------------ linters
+
+# ------------------------------------------------------------ kgdboe
+
+@check
+def bridge_hmac_rfc4231():
+    """tools/kgdboe-bridge's own SHA-256/HMAC against RFC 4231."""
+    out = os.path.join(tempfile.mkdtemp(), "kgdboe-bridge")
+    src = [os.path.join(TOP, "tools", "kgdboe-bridge", f)
+           for f in ("kgdboe-bridge.c", "sha256.c")]
+    r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
+                        out] + src, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    ksft_eq(r.returncode, 0, "cc: " + r.stdout.strip()[:300])
+    r = subprocess.run([out, "--self-test"], stdout=subprocess.PIPE,
+                       text=True)
+    oks = re.findall(r"^ok \d+ (rfc4231_\d+)$", r.stdout, re.M)
+    ksft_eq(r.returncode, 0, r.stdout.strip())
+    ksft_eq(oks, ["rfc4231_1", "rfc4231_2", "rfc4231_6", "rfc4231_7"])
+
+
+def relay_run(seed, **faults):
+    """300 datagrams through matrix/relay.py to a loopback echo."""
+    echo = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    echo.bind(("127.0.0.1", 0))
+    echo.settimeout(0.5)
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def serve():
+        try:
+            while True:
+                d, a = echo.recvfrom(100)
+                echo.sendto(d, a)
+        except OSError:
+            pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    with LossyRelay(("127.0.0.1", 0), echo.getsockname(), seed=seed,
+                    **faults) as r:
+        for i in range(300):
+            client.sendto(b"%d" % i, r.listen)
+            time.sleep(0.001)
+        time.sleep(0.3)
+    echo.close()
+    client.close()
+    return r.counters()
+
+
+@check
+def relay_faults_are_seeded():
+    """The relay drops, duplicates and reorders as told, the same way
+    for the same seed."""
+    clean = relay_run(1)
+    ksft_eq(clean["to_target"]["in"], 300)
+    ksft_eq(clean["to_target"]["out"], 300)
+    a = relay_run(7, drop=0.1, dup=0.05, reorder=0.05)
+    b = relay_run(7, drop=0.1, dup=0.05, reorder=0.05)
+    ksft_eq(a["to_target"], b["to_target"], "same seed, same faults")
+    t = a["to_target"]
+    ksft_true(15 <= t["dropped"] <= 50, "dropped %d of 300" % t["dropped"])
+    ksft_true(t["duplicated"] > 0 and t["reordered"] > 0, repr(t))
+    ksft_eq(t["out"], t["in"] - t["dropped"] + t["duplicated"])
+
+
+@check
+def raw_udp_frame_checksums():
+    """npng.udp_frame(): what the attacker steps put on the wire."""
+    f = npng.udp_frame(b"$?#3f", src_mac=npng.OTHER_MAC)
+    ksft_eq(f[6:12].hex(":"), npng.OTHER_MAC)
+    ksft_eq(npng.inet_checksum(f[14:34]), 0, "IP header checksum")
+    ip = f[14:34]
+    udp = f[34:]
+    pseudo = ip[12:20] + bytes([0, 17]) + len(udp).to_bytes(2, "big")
+    ksft_eq(npng.inet_checksum(pseudo + udp), 0, "UDP checksum")
+    ksft_eq(udp[8:], b"$?#3f")
+
 
 def tracked(pattern):
     out = subprocess.run(["git", "-C", TOP, "ls-files", "-co",

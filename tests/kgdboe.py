@@ -11,7 +11,8 @@ is 0 only when every step passed.
 
 Steps:
   boot          guest ready, kgdboe registered (serial log)
-  sysfs_bad     malformed kgdboe strings are refused by the sysfs parameter
+  sysfs_bad     malformed kgdboe strings, and one without the peer's MAC,
+                are refused by the sysfs parameter
   sysfs_nodev   a device that does not exist is refused (ENODEV)
   sysfs_defaults  "@/,@HOST/MAC": port 6443, eth0 and eth0's address
   sysfs_set     the good string set again at run time, kgdboe registered
@@ -79,6 +80,12 @@ PORT = npng.KGDBOE_PORT
 
 class StepFailed(Exception):
     pass
+
+
+def ksft_check(cond, msg):
+    """Fail the step with msg unless cond holds."""
+    if not cond:
+        raise StepFailed(msg)
 
 
 def mi_unquote(s):
@@ -261,11 +268,12 @@ class Test:
 
     def sysfs_bad(self):
         for bad in ("garbage", "6443@192.0.2.2/eth0,@300.1.1.1/",
-                    "6443@192.0.2.2/eth0,@::1/"):
+                    "6443@192.0.2.2/eth0,@::1/",
+                    "6443@192.0.2.2/eth0,@%s/" % npng.HOST_IP):
             rc, out = self.sysfs_write(bad)
             if rc == 0:
                 raise StepFailed("'%s' accepted" % bad)
-        return "3 bad strings refused"
+        return "4 bad strings refused (the last has no MAC)"
 
     def sysfs_nodev(self):
         rc, out = self.sysfs_write("@192.0.2.2/eth9,@%s/" % npng.HOST_IP)
@@ -346,27 +354,31 @@ class Test:
         def pkt(body):
             return b"$%s#%02x" % (body, sum(body) % 256)
 
-        def collect(secs):
+        def collect(secs, ack=True):
+            """Read for `secs`, acknowledging each answer at once, as
+            gdb does (kgdboe sends an unacknowledged answer again)."""
             nonlocal got
             end = time.monotonic() + secs
             while time.monotonic() < end:
                 try:
-                    got += s.recv(4096)
+                    d = s.recv(4096)
                 except socket.timeout:
-                    pass
+                    continue
+                got += d
+                # kgdboe sends its "+" and the answer in one datagram
+                if ack and b"$" in d:
+                    s.send(b"+")
 
         try:
             s.send(pkt(b"qSupported"))          # breaks in
             s.send(pkt(b"qSupported"))
             collect(3)
-            s.send(b"+")
             s.send(b"+")                        # stale extra ack
             for body in (b"?", b"g", b"m%x,4" % self.text_addr):
                 got = b""
                 s.send(pkt(body))
                 s.send(pkt(body))
                 collect(1.5)
-                s.send(b"+")
                 s.send(b"+")
                 replies = re.findall(rb"\$([^#]*)#", got)
                 # the copy must not run the command a second time
@@ -376,7 +388,6 @@ class Test:
             got = b""
             s.send(pkt(b"D"))
             collect(1.0)
-            s.send(b"+")
             if b"$OK#9a" not in got:
                 raise StepFailed("detach answered %r" % got[:60])
         except ConnectionRefusedError:
@@ -396,15 +407,24 @@ class Test:
         g.cmd("-gdb-set mi-async on")
         g.cmd("-gdb-set architecture i386")
         g.cmd("-gdb-set remotetimeout %d" % self.a.remote_timeout)
+        for setting in self.gdb_settings():
+            g.cmd("-gdb-set " + setting)
         t = time.monotonic()
-        g.cmd("-target-select remote udp:%s:%d" % (npng.GUEST_IP,
-                                                   self.a.port),
-              timeout=self.a.remote_timeout * 4 + 10)
+        g.cmd("-target-select remote " + self.remote_target(),
+              timeout=self.a.remote_timeout * 4 + 30)
         ms = (time.monotonic() - t) * 1000
         self.metrics.setdefault("attach_ms", round(ms, 1))
         self.attached = True
         where = g.cli("frame")
         return "%.0f ms, %s" % (ms, npng.one_line(where, 70))
+
+    def gdb_settings(self):
+        """More -gdb-set settings, before the connection."""
+        return []
+
+    def remote_target(self):
+        """What gdb's `target remote` is given."""
+        return "udp:%s:%d" % (npng.GUEST_IP, self.a.port)
 
     def reattach(self):
         """After all that, gdb attaches again and detaches."""
@@ -758,6 +778,11 @@ def main():
         t.results.append(("interrupted", False, "Ctrl-C", 0.0))
     finally:
         t.close()
+    return report(t, a)
+
+
+def report(t, a):
+    """The summary line and --out's JSON; the exit status."""
     passed = sum(1 for r in t.results if r[1])
     skipped = sum(1 for r in t.results if r[1] is None)
     failed = len(t.results) - passed - skipped

@@ -63,10 +63,16 @@ def main():
         rc, out = g.run("insmod /kgdboe.ko kgdboe=garbage", timeout=30,
                         check=False)
         check("bad_string", rc != 0 and "Invalid argument" in out, out)
-        rc, out = g.run("insmod /kgdboe.ko kgdboe=@%s/eth7,@%s/"
-                        % (npng.GUEST_IP, npng.HOST_IP), timeout=30,
+        rc, out = g.run("insmod /kgdboe.ko kgdboe=@%s/eth7,@%s/%s"
+                        % (npng.GUEST_IP, npng.HOST_IP, npng.HOST_MAC),
+                        timeout=30,
                         check=False)
         check("missing_dev", rc != 0 and "No such device" in out, out)
+        rc, out = g.run("insmod /kgdboe.ko kgdboe=@%s/eth0,@%s/"
+                        % (npng.GUEST_IP, npng.HOST_IP), timeout=30,
+                        check=False)
+        # answers are never broadcast: the peer's MAC is required
+        check("missing_mac", rc != 0 and "address required" in out, out)
         rc, out = g.run("insmod /kgdboe.ko kgdboe=" + GOOD, timeout=30,
                         check=False)
         _, dm = g.run("dmesg | grep 'I/O driver kgdboe' | tail -n 1",

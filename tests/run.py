@@ -254,6 +254,70 @@ for _nic in REQUIRED:
 named("kgdboe_gdb_session_e1000_2cpu", kgdboe_test("e1000", cpus=2))
 
 
+def run_lossy(name, nic, *extra):
+    """tests/kgdboe_lossy.py in a namespace of its own; its JSON document
+    (its steps as subtests)."""
+    name += ktap.attempt_suffix()
+    out = os.path.join(RESULTS, name + ".json")
+    argv = [npng.PYTHON, os.path.join(TOP, "tests", "kgdboe_lossy.py"),
+            "--nic", nic, "--kernel", os.path.join(OBJ, "arch", "x86", "boot",
+                                                   "bzImage"),
+            "--vmlinux", os.path.join(OBJ, "vmlinux"), "--initrd", ROOTFS,
+            "--workdir", os.path.join(RESULTS, ".work-" + name),
+            "--serial-log", os.path.join(RESULTS, name + ".log"),
+            "--out", out] + list(extra)
+    with open(os.path.join(RESULTS, name + ".out"), "w") as f:
+        rc = npng.run_in_netns("npng-%d-%s" % (os.getpid(), name), argv, f,
+                               900)
+    ksft_true(os.path.exists(out), "kgdboe_lossy.py wrote no result, see "
+              "%s.out" % name)
+    with open(out) as f:
+        doc = json.load(f)
+    for st in doc["steps"]:
+        res = {True: "pass", False: "fail", None: "skip"}[st["pass"]]
+        subtest(st["step"], res, npng.one_line(st["detail"], 160))
+    failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
+    ksft_eq(failed, [], "steps that failed or were skipped")
+    ksft_eq(rc, 0, "kgdboe_lossy.py exit status")
+    return doc
+
+
+@test
+def kgdboe_plain_session_at_2pct_loss():
+    """Plain mode (gdb's own target remote udp:) survives 2% of the
+    datagrams dropped each way by the relay; spoofing the peer's IP from
+    another MAC is refused."""
+    doc = run_lossy("kgdboe-plain-loss", "e1000", "--plain-losses", "0.02",
+                    "--auth-losses", "")
+    m = doc["metrics"]["plain_2"]
+    ktap.ksft_pr("plain mode, 2%% dropped each way: full session in %s s, "
+                 "64 KiB at %s KiB/s" % (m["session_s"], m["dump_kib_s"]))
+
+
+def auth_test(nic, attack):
+    def fn():
+        extra = ["--auth-losses", "0,0.05,0.10"]
+        doc = run_lossy("kgdboe-auth-" + nic, nic,
+                        *(extra + (["--attack"] if attack else [])))
+        m = doc["metrics"]
+        base = m["auth_0"]["session_s"]
+        ktap.ksft_pr("authenticated, %s: full session %s s at 0%%, %s s at "
+                     "5%% (x%.1f), %s s at 10%% (x%.1f)%s" % (
+                         nic, base, m["auth_5"]["session_s"],
+                         m["auth_5"]["session_s"] / base,
+                         m["auth_10"]["session_s"],
+                         m["auth_10"]["session_s"] / base,
+                         "; flood: %s of %s forged refused" % (
+                             m.get("flood_refused"), m.get("flood_sent"))
+                         if attack else ""))
+    return fn
+
+
+for _nic in REQUIRED:
+    named("kgdboe_authenticated_lossy_%s" % _nic.model,
+          auth_test(_nic.model, attack=_nic.model == "e1000"))
+
+
 def build_module_kernel():
     """build/obj-module: kgdboe=m, built incrementally from build/obj."""
     obj = os.path.join(TOP, "build", "obj-module")

@@ -15,6 +15,7 @@ when gdb fails, the breakpoint is not hit or the guest does not survive.
 
 import argparse
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "matrix"))
 import npng  # noqa: E402
+from relay import LossyRelay  # noqa: E402
 
 GDB_CMDS = ["set architecture i386",
             "target remote udp:%s:%d" % (npng.GUEST_IP, npng.KGDBOE_PORT),
@@ -33,6 +35,29 @@ GDB_CMDS = ["set architecture i386",
             "p 'kgdboe.c'::parks",
             "break ksys_sync", "continue", "bt 3", "next", "step",
             "info registers eip", "delete", "continue", "bt 3", "detach"]
+
+
+def gdb_commands(a, key_file, relay):
+    """GDB_CMDS; with --key, through the bridge (and the relay)."""
+    if not a.key:
+        return GDB_CMDS
+    host, port = relay.listen if relay else (npng.GUEST_IP,
+                                             npng.KGDBOE_PORT)
+    target = "target remote | %s --key-file %s %s:%d" % (
+        os.path.relpath(npng.BRIDGE, TOP), key_file, host, port)
+    return [target if c.startswith("target remote") else c
+            for c in GDB_CMDS]
+
+
+def set_key(guest, workdir):
+    """A random key, in the guest's write-only parameter and a file."""
+    key = secrets.token_hex(32)
+    path = os.path.join(workdir, "kgdboe.key")
+    with open(path, "w") as f:
+        f.write(key + "\n")
+    guest.run("echo %s > /sys/module/kgdboe/parameters/key" % key,
+              timeout=30)
+    return os.path.relpath(path, TOP)
 
 
 def outer(a):
@@ -58,10 +83,19 @@ def inside(a):
                        kernel, a.initrd, cpus=a.cpus,
                        extra_append=npng.kgdboe_arg())
     iperf = None
+    relay = None
     hit = False
     try:
         info = guest.wait_ready(180)
         _, rel = guest.run("uname -r", timeout=20)
+        key_file = set_key(guest, a.workdir) if a.key else None
+        if a.key and a.loss:
+            relay = LossyRelay(("127.0.0.1", 0), (npng.GUEST_IP,
+                                                  npng.KGDBOE_PORT),
+                               seed=1, source=(npng.HOST_IP, 0),
+                               drop=a.loss, dup=a.loss / 2,
+                               reorder=a.loss / 2).__enter__()
+        cmds = gdb_commands(a, key_file, relay)
         say("# gdb -batch session against %s (kernel %s), QEMU %s, %d CPU(s),"
             " %s" % (os.path.relpath(kernel, TOP), rel.strip(), a.nic,
                      info["cpus"], "iperf3 loading the NIC guest->host"
@@ -69,8 +103,15 @@ def inside(a):
         say("# recorded %s by tests/transcript.py (times: seconds since gdb"
             " started; [host] lines are the script's actions)"
             % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        if a.key:
+            say("# authenticated mode: a random 32-byte key written to "
+                "/sys/module/kgdboe/parameters/key and to %s" % key_file)
+        if relay:
+            say("# through matrix/relay.py: %.0f%% dropped, %.1f%% "
+                "duplicated, %.1f%% reordered, each way" % (
+                    a.loss * 100, a.loss * 50, a.loss * 50))
         say("# gdb -q -nx -batch %s %s" % (
-            " ".join("-ex '%s'" % c for c in GDB_CMDS),
+            " ".join("-ex '%s'" % c for c in cmds),
             os.path.relpath(vmlinux, TOP)))
         say("")
         if a.load:
@@ -84,11 +125,12 @@ def inside(a):
             say("[host] iperf3 guest->host: %.0f Mbit/s"
                 % iperf.intervals[-1][3])
         argv = ["gdb", "-q", "-nx", "-batch"]
-        for c in GDB_CMDS:
+        for c in cmds:
             argv += ["-ex", c]
         argv.append(vmlinux)
         gdb = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+                               stderr=subprocess.STDOUT, text=True,
+                               cwd=TOP)
         t0 = time.monotonic()
         hit_at = []
         sync = []
@@ -131,6 +173,8 @@ def inside(a):
             alive = alive and bool(moving)
         return 0 if gdb.returncode == 0 and hit and alive else 1
     finally:
+        if relay:
+            relay.stop()
         if iperf:
             iperf.kill()
         guest.stop()
@@ -150,6 +194,10 @@ def main():
                    help="seconds between gdb's start, sync and SIGINT")
     p.add_argument("--out", default=os.path.join(TOP, "build", "transcript",
                                                  "kgdboe-session.txt"))
+    p.add_argument("--key", action="store_true",
+                   help="authenticated mode, gdb through build/kgdboe-bridge")
+    p.add_argument("--loss", type=float, default=0.0,
+                   help="with --key: through matrix/relay.py at this loss")
     p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if os.geteuid() != 0:
