@@ -51,7 +51,7 @@ ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge matrix test transcript checkpatch bisect clean distclean help
+.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge matrix test transcript transcript-auth checkpatch bisect clean distclean help
 
 all: help
 
@@ -112,6 +112,11 @@ test: kernel rootfs bridge
 # to docs/kgdboe-session.txt, which the README quotes.
 transcript: kernel rootfs
 	@$(PYTHON) tests/transcript.py --out docs/kgdboe-session.txt
+
+# The same in authenticated mode, through build/kgdboe-bridge and a relay
+# that drops 5% each way (duplicates and reorders 2.5%).
+transcript-auth: kernel rootfs bridge
+	@$(PYTHON) tests/transcript.py --key --loss 0.05 --out docs/kgdboe-auth-session.txt
 
 clean:
 	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/obj-module build/obj-bisect \

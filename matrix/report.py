@@ -116,6 +116,34 @@ def markdown(doc):
                 fmt(m.get("kgdb_read_kib_per_s")),
                 fmt(m.get("kgdb_break_ms")),
                 ", ".join(m.get("kgdb_failed_steps") or []) or "-"))
+    acells = [c for c in doc.get("cells", [])
+              if "kgdboe_auth" in c.get("metrics", {})]
+    if acells:
+        out.append("")
+        out.append("kgdboe authenticated (tests/kgdboe_lossy.py): a full "
+                   "session through tools/kgdboe-bridge and matrix/relay.py "
+                   "(attach, bt, 64 KiB read, breakpoint, step, continue, "
+                   "interrupt, detach), without loss and at the loss shown "
+                   "(dropped each way, half as many duplicated and "
+                   "reordered); then spoofed, replayed and forged datagrams "
+                   "from the namespace.")
+        out.append("")
+        out.append("| NIC | mode | result | session s | loss | session s "
+                   "at loss | forged: sent / reached kgdboe / refused | "
+                   "failed steps |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for c in acells:
+            m = c["metrics"]
+            out.append("| %s | %s | %s | %s | %s | %s | %s / %s / %s | %s |"
+                       % (c["nic"], c["poll_mode"], m.get("kgdboe_auth"),
+                          fmt(m.get("auth_session_s"), 1),
+                          "%g%%" % (m.get("auth_loss", 0) * 100),
+                          fmt(m.get("auth_lossy_session_s"), 1),
+                          fmt(m.get("auth_forged_sent")),
+                          fmt(m.get("auth_forged_arrived")),
+                          fmt(m.get("auth_forged_refused")),
+                          ", ".join(m.get("auth_failed_steps") or [])
+                          or "-"))
     if "elapsed_s" in doc:
         out.append("")
         out.append("Matrix run took %d s." % doc["elapsed_s"])

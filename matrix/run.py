@@ -84,9 +84,10 @@ KGDB_METRICS = (("attach_ms", "kgdb_attach_ms"),
 
 
 def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
-                   extra=(), timeout=900):
-    """tests/kgdboe.py on one NIC in a namespace of its own, with iperf3
-    guest->host load.  Its output goes to <results>/<tag>.out and
+                   extra=(), timeout=900, script="kgdboe.py"):
+    """tests/kgdboe.py (with iperf3 guest->host load) or another script
+    of its options, such as tests/kgdboe_lossy.py, on one NIC in a
+    namespace of its own.  Its output goes to <results>/<tag>.out and
     <tag>.log; returns its JSON document plus "rc", or None when it
     wrote none."""
     out = os.path.join(results, ".%s.json" % tag)
@@ -94,13 +95,14 @@ def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
     if os.path.exists(out):
         os.unlink(out)
     argv = [sys.executable,
-            os.path.join(npng.TOP, "tests", "kgdboe.py"), "--nic", nic,
+            os.path.join(npng.TOP, "tests", script), "--nic", nic,
             "--cpus", str(cpus), "--kernel", kernel,
             "--vmlinux", os.path.normpath(os.path.join(
                 os.path.dirname(kernel), "..", "..", "..", "vmlinux")),
             "--initrd", initrd, "--workdir", workdir,
             "--serial-log", os.path.join(results, tag + ".log"),
-            "--out", out, "--load"] + list(extra)
+            "--out", out] + (["--load"] if script == "kgdboe.py" else []) \
+        + list(extra)
     try:
         with open(os.path.join(results, tag + ".out"), "w") as f:
             rc = npng.run_in_netns(ns_name, argv, f, timeout)
@@ -133,6 +135,38 @@ def run_kgdboe(args, idx, nic, mode, results):
     for src, dst in KGDB_METRICS:
         m[dst] = doc["metrics"].get(src)
     m["kgdb_failed_steps"] = failed
+    return m
+
+
+# the authenticated session per NIC (tests/kgdboe_lossy.py)
+AUTH_LOSS = 0.05
+AUTH_METRICS = (("flood_sent", "auth_forged_sent"),
+                ("flood_arrived", "auth_forged_arrived"),
+                ("flood_refused", "auth_forged_refused"))
+
+
+def run_kgdboe_auth(args, idx, nic, mode, results):
+    """Authenticated kgdboe sessions at 0% and AUTH_LOSS through the
+    relay, and the attacks; returns the cell's auth metrics."""
+    tag = "%s-%s-kgdboe-auth" % (nic, mode)
+    doc = kgdboe_session("npng-%d-a%d" % (os.getpid(), idx), tag, nic, 1,
+                         args.kernel, args.initrd, results,
+                         ["--append", "netpoll.poll_mode=%s" % mode,
+                          "--auth-losses", "0,%g" % AUTH_LOSS, "--attack"],
+                         args.cell_timeout, script="kgdboe_lossy.py")
+    if doc is None:
+        return {"kgdboe_auth": "no-result"}
+    failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
+    lossy = "auth_%d" % round(AUTH_LOSS * 100)
+    m = {"kgdboe_auth": "pass" if not failed and doc["steps"] else (
+        failed[0] if failed else "no-steps"),
+        "auth_failed_steps": failed,
+        "auth_loss": AUTH_LOSS,
+        "auth_session_s": doc["metrics"].get("auth_0", {}).get("session_s"),
+        "auth_lossy_session_s": doc["metrics"].get(lossy, {})
+        .get("session_s")}
+    for src, dst in AUTH_METRICS:
+        m[dst] = doc["metrics"].get(src)
     return m
 
 
@@ -226,6 +260,13 @@ def main():
                 cell["metrics"].update(km)
                 log("[%d/%d] %-15s %-6s kgdboe %s" % (
                     i + 1, len(runs), nic, mode, km.get("kgdboe")))
+                log("[%d/%d] %-15s %-6s kgdboe authenticated, %g%% loss, "
+                    "attacks" % (i + 1, len(runs), nic, mode,
+                                 AUTH_LOSS * 100))
+                am = run_kgdboe_auth(args, i, nic, mode, args.results)
+                cell["metrics"].update(am)
+                log("[%d/%d] %-15s %-6s kgdboe authenticated %s" % (
+                    i + 1, len(runs), nic, mode, am.get("kgdboe_auth")))
             doc["cells"].append(cell)
             npng.write_json(jpath, doc)
             m = cell["metrics"]

@@ -72,6 +72,7 @@ class LossyTest(kgdboe.Test):
     def __init__(self, a):
         super().__init__(a)
         self.key_file = os.path.join(a.workdir, "kgdboe.key")
+        self.stats_file = os.path.join(a.workdir, "bridge.stats")
         self.relay = None
         self.first_capture = None
         self.mode = "plain"
@@ -82,8 +83,8 @@ class LossyTest(kgdboe.Test):
         host, port = self.relay.listen
         if self.mode == "plain":
             return "udp:%s:%d" % (host, port)
-        return "| %s --key-file %s %s:%d" % (npng.BRIDGE, self.key_file,
-                                             host, port)
+        return "| %s --key-file %s --stats-file %s %s:%d" % (
+            npng.BRIDGE, self.key_file, self.stats_file, host, port)
 
     def session(self, faults, seed):
         """One full session through a relay with `faults`; its metrics."""
@@ -123,12 +124,16 @@ class LossyTest(kgdboe.Test):
         self.detach()
 
     def bridge_summary(self):
-        """The bridge's exit line, from gdb's output (its stderr)."""
-        self.gdblog.flush()
-        path = self.gdblog.name
-        lines = [l for l in open(path, errors="replace")
-                 if "kgdboe-bridge:" in l and "datagrams sent" in l]
-        return lines[-1].strip()[:300] if lines else None
+        """The bridge's exit line (--stats-file: gdb stops reading its
+        stderr when it closes the connection)."""
+        for _ in range(30):
+            if os.path.exists(self.stats_file):
+                with open(self.stats_file) as f:
+                    line = f.read().strip()
+                os.unlink(self.stats_file)
+                return line
+            time.sleep(0.1)
+        return None
 
     def session_step(self, name, faults, seed):
         def fn():
@@ -354,6 +359,8 @@ class LossyTest(kgdboe.Test):
             return
         if not self.step("key", self.set_key):
             return
+        if self.a.load and not self.step("load", self.start_load):
+            return
         self.step("plain_refused", self.plain_refused)
         for i, p in enumerate(self.a.auth_losses):
             self.step("auth_%s" % loss_name(p),
@@ -397,6 +404,9 @@ def main():
     p.add_argument("--auth-losses", type=losses, default=[0.0, 0.05, 0.10],
                    help="comma-separated loss rates for authenticated ones")
     p.add_argument("--attack", action="store_true")
+    p.add_argument("--load", action="store_true",
+                   help="iperf3 guest->host during the authenticated "
+                   "sessions")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--remote-timeout", type=int, default=2)
     p.add_argument("--boot-timeout", type=int, default=180)
@@ -404,8 +414,7 @@ def main():
     p.add_argument("--out", help="JSON results")
     a = p.parse_args()
     # what tests/kgdboe.py's Test reads and this test does not vary
-    a.port, a.foreign_ip, a.reads, a.skip, a.load = \
-        npng.KGDBOE_PORT, None, 0, "", False
+    a.port, a.foreign_ip, a.reads, a.skip = npng.KGDBOE_PORT, None, 0, ""
 
     t = LossyTest(a)
     try:

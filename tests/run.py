@@ -255,30 +255,22 @@ named("kgdboe_gdb_session_e1000_2cpu", kgdboe_test("e1000", cpus=2))
 
 
 def run_lossy(name, nic, *extra):
-    """tests/kgdboe_lossy.py in a namespace of its own; its JSON document
-    (its steps as subtests)."""
+    """tests/kgdboe_lossy.py in a namespace of its own (the matrix's
+    runner); its JSON document (its steps as subtests)."""
+    import run as mrun  # matrix/run.py
     name += ktap.attempt_suffix()
-    out = os.path.join(RESULTS, name + ".json")
-    argv = [npng.PYTHON, os.path.join(TOP, "tests", "kgdboe_lossy.py"),
-            "--nic", nic, "--kernel", os.path.join(OBJ, "arch", "x86", "boot",
-                                                   "bzImage"),
-            "--vmlinux", os.path.join(OBJ, "vmlinux"), "--initrd", ROOTFS,
-            "--workdir", os.path.join(RESULTS, ".work-" + name),
-            "--serial-log", os.path.join(RESULTS, name + ".log"),
-            "--out", out] + list(extra)
-    with open(os.path.join(RESULTS, name + ".out"), "w") as f:
-        rc = npng.run_in_netns("npng-%d-%s" % (os.getpid(), name), argv, f,
-                               900)
-    ksft_true(os.path.exists(out), "kgdboe_lossy.py wrote no result, see "
+    doc = mrun.kgdboe_session(
+        "npng-%d-%s" % (os.getpid(), name), name, nic, 1,
+        os.path.join(OBJ, "arch", "x86", "boot", "bzImage"), ROOTFS,
+        RESULTS, extra, 900, script="kgdboe_lossy.py")
+    ksft_true(doc is not None, "kgdboe_lossy.py wrote no result, see "
               "%s.out" % name)
-    with open(out) as f:
-        doc = json.load(f)
     for st in doc["steps"]:
         res = {True: "pass", False: "fail", None: "skip"}[st["pass"]]
         subtest(st["step"], res, npng.one_line(st["detail"], 160))
     failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
     ksft_eq(failed, [], "steps that failed or were skipped")
-    ksft_eq(rc, 0, "kgdboe_lossy.py exit status")
+    ksft_eq(doc["rc"], 0, "kgdboe_lossy.py exit status")
     return doc
 
 

@@ -162,6 +162,12 @@ def inside(a):
             alive, up = False, e.detail
         say("[host] guest %s: %s" % ("alive" if alive else "NOT alive",
                                      up.strip()))
+        if a.key and alive:
+            _, st = guest.run("cat /sys/kernel/debug/kgdboe/stats",
+                              timeout=20, check=False)
+            say("[host] kgdboe: " + " ".join(
+                l.replace(" ", "=") for l in st.splitlines()
+                if not l.endswith(" 0")))
         if not hit:
             say("[host] the breakpoint was not hit")
         if iperf:

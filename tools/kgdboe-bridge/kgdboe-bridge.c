@@ -431,7 +431,7 @@ static int relay(struct session *s, double rto, double keepalive)
 			if (!drain_until)
 				drain_until = now() + 2;
 			if ((s->tx_acked == s->tx_seq && !s->pending_len) ||
-			    now() > drain_until)
+			    now() > drain_until || stopping)
 				return 0;
 		}
 		if (poll(p, nfds, (int)(rto * 250)) < 0 && errno != EINTR)
@@ -495,11 +495,23 @@ static int self_test(void)
 	return failed ? 1 : 0;
 }
 
+/*
+ * gdb reads its pipe child's stderr only while the connection lasts:
+ * --stats-file keeps the counters of the end of a session.
+ */
+static void print_counters(FILE *f)
+{
+	fprintf(f,
+		"kgdboe-bridge: %lu datagrams sent (%lu retransmitted), %lu received (%lu duplicates, %lu out of order, %lu refused, %lu stale); %lu bytes from gdb, %lu to gdb\n",
+		cnt.sent, cnt.resent, cnt.received, cnt.dups, cnt.gaps,
+		cnt.refused, cnt.stale, cnt.from_gdb, cnt.to_gdb);
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: kgdboe-bridge --key-file FILE [--rto-ms N] [--keepalive-ms N]\n"
-		"                     [--connect-s N] [-v] HOST:PORT\n"
+		"                     [--connect-s N] [--stats-file FILE] [-v] HOST:PORT\n"
 		"       kgdboe-bridge --self-test\n"
 		"In gdb: target remote | kgdboe-bridge --key-file FILE HOST:PORT\n");
 }
@@ -508,7 +520,7 @@ int main(int argc, char **argv)
 {
 	static struct session s = { .rx_next = 1 };
 	double rto = 0.1, keepalive = 0.5, connect_s = 20;
-	const char *key_file = NULL, *target = NULL;
+	const char *key_file = NULL, *target = NULL, *stats_file = NULL;
 	int i, rc;
 
 	for (i = 1; i < argc; i++) {
@@ -524,6 +536,8 @@ int main(int argc, char **argv)
 			keepalive = atof(argv[++i]) / 1000;
 		else if (!strcmp(argv[i], "--connect-s") && i + 1 < argc)
 			connect_s = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--stats-file") && i + 1 < argc)
+			stats_file = argv[++i];
 		else if (argv[i][0] != '-' && !target)
 			target = argv[i];
 		else {
@@ -543,9 +557,14 @@ int main(int argc, char **argv)
 		return 1;
 	s.last_send = now();
 	rc = relay(&s, rto, keepalive);
-	fprintf(stderr,
-		"kgdboe-bridge: %lu datagrams sent (%lu retransmitted), %lu received (%lu duplicates, %lu out of order, %lu refused, %lu stale); %lu bytes from gdb, %lu to gdb\n",
-		cnt.sent, cnt.resent, cnt.received, cnt.dups, cnt.gaps,
-		cnt.refused, cnt.stale, cnt.from_gdb, cnt.to_gdb);
+	print_counters(stderr);
+	if (stats_file) {
+		FILE *f = fopen(stats_file, "w");
+
+		if (f) {
+			print_counters(f);
+			fclose(f);
+		}
+	}
 	return rc ? 1 : 0;
 }
