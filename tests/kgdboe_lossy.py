@@ -33,6 +33,10 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
   auth_after      a full session at loss 0 still works
   splat           no BUG/WARNING/Oops in the serial log
 
+With --lockdown, one step only:
+  lockdown        booted with lockdown=integrity, kgdboe refuses its
+                  configuration at boot and through sysfs (EPERM)
+
 --out writes the steps and metrics as JSON (session_s per session, the
 relay's and the bridge's counters, kgdboe's statistics).
 """
@@ -341,8 +345,33 @@ class LossyTest(kgdboe.Test):
         self.metrics["kgdboe_stats"] = st
         return " ".join("%s=%s" % kv for kv in st.items() if kv[1])
 
+    def lockdown(self):
+        """Booted with lockdown=integrity: kgdb writes kernel memory, so
+        kgdboe refuses to be configured, at boot and through sysfs."""
+        self.guest = npng.Guest(
+            self.a.nic, self.a.workdir, self.a.serial_log, self.a.kernel,
+            self.a.initrd, extra_append=npng.kgdboe_arg() +
+            " lockdown=integrity")
+        self.guest.wait_ready(self.a.boot_timeout)
+        log = open(self.a.serial_log, errors="replace").read()
+        kgdboe.ksft_check("Kernel is locked down from" in log,
+                          "the kernel did not lock itself down")
+        kgdboe.ksft_check("kgdboe: refused: the kernel is locked down" in log,
+                          "no refusal at boot: " + " | ".join(
+                              l for l in log.splitlines() if "kgdboe" in l))
+        kgdboe.ksft_check("Registered I/O driver kgdboe" not in log,
+                          "kgdboe registered on a locked-down kernel")
+        rc, out = self.sysfs_write(self.config)
+        kgdboe.ksft_check(rc != 0 and "not permitted" in out,
+                          "sysfs write: rc %d %r" % (rc, out))
+        return "refused at boot and through sysfs (%s)" % npng.one_line(
+            out, 60)
+
     def run(self):
         self.text_start = self.text_addr = self.symbol("_text")
+        if self.a.lockdown:
+            self.step("lockdown", self.lockdown)
+            return
         if not self.step("boot", self.boot):
             return
         self.step("spoof_mac", self.spoof_mac)
@@ -404,6 +433,8 @@ def main():
     p.add_argument("--auth-losses", type=losses, default=[0.0, 0.05, 0.10],
                    help="comma-separated loss rates for authenticated ones")
     p.add_argument("--attack", action="store_true")
+    p.add_argument("--lockdown", action="store_true",
+                   help="only: boot locked down, kgdboe must refuse")
     p.add_argument("--load", action="store_true",
                    help="iperf3 guest->host during the authenticated "
                    "sessions")

@@ -286,6 +286,13 @@ def kgdboe_plain_session_at_2pct_loss():
                  "64 KiB at %s KiB/s" % (m["session_s"], m["dump_kib_s"]))
 
 
+@test
+def kgdboe_refused_under_lockdown():
+    """A kernel booted with lockdown=integrity: kgdboe (which lets gdb
+    write kernel memory) refuses to be configured."""
+    run_lossy("kgdboe-lockdown", "e1000", "--lockdown")
+
+
 def auth_test(nic, attack):
     def fn():
         extra = ["--auth-losses", "0,0.05,0.10"]
