@@ -746,32 +746,22 @@ class Test:
         self.gdblog.close()
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def guest_arguments(p):
+    """The options of every kgdboe test script: the guest, its files, gdb's
+    timeout, --out."""
     p.add_argument("--nic", default="e1000")
     p.add_argument("--cpus", type=int, default=1)
-    p.add_argument("--kernel", required=True)
-    p.add_argument("--vmlinux", required=True)
-    p.add_argument("--initrd", required=True)
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--serial-log", required=True)
-    p.add_argument("--port", type=int, default=PORT,
-                   help="port gdb targets (a wrong one must fail)")
-    p.add_argument("--foreign-ip", default="192.0.2.3",
-                   help="second host address on tap0 that is not served")
-    p.add_argument("--reads", type=int, default=100)
+    for name in ("--kernel", "--vmlinux", "--initrd", "--workdir",
+                 "--serial-log"):
+        p.add_argument(name, required=True)
     p.add_argument("--remote-timeout", type=int, default=2)
     p.add_argument("--boot-timeout", type=int, default=180)
     p.add_argument("--append", default="")
-    p.add_argument("--skip", default="",
-                   help="comma-separated steps not to run (reported as "
-                   "skipped, never as passed)")
-    p.add_argument("--load", action="store_true",
-                   help="iperf3 guest->host during the session")
     p.add_argument("--out", help="JSON results")
-    a = p.parse_args()
 
-    t = Test(a)
+
+def run_test(t, a):
+    """Run a Test's steps, clean up whatever happens; the exit status."""
     try:
         t.run()
     except KeyboardInterrupt:
@@ -779,6 +769,23 @@ def main():
     finally:
         t.close()
     return report(t, a)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    guest_arguments(p)
+    p.add_argument("--port", type=int, default=PORT,
+                   help="port gdb targets (a wrong one must fail)")
+    p.add_argument("--foreign-ip", default="192.0.2.3",
+                   help="second host address on tap0 that is not served")
+    p.add_argument("--reads", type=int, default=100)
+    p.add_argument("--skip", default="",
+                   help="comma-separated steps not to run (reported as "
+                   "skipped, never as passed)")
+    p.add_argument("--load", action="store_true",
+                   help="iperf3 guest->host during the session")
+    a = p.parse_args()
+    return run_test(Test(a), a)
 
 
 def report(t, a):

@@ -418,13 +418,7 @@ def losses(text):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--nic", default="e1000")
-    p.add_argument("--cpus", type=int, default=1)
-    p.add_argument("--kernel", required=True)
-    p.add_argument("--vmlinux", required=True)
-    p.add_argument("--initrd", required=True)
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--serial-log", required=True)
+    kgdboe.guest_arguments(p)
     p.add_argument("--plain-losses", type=losses, default=[],
                    help="comma-separated drop rates for plain sessions")
     p.add_argument("--plain-mixed", type=losses, default=[],
@@ -439,22 +433,11 @@ def main():
                    help="iperf3 guest->host during the authenticated "
                    "sessions")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--remote-timeout", type=int, default=2)
-    p.add_argument("--boot-timeout", type=int, default=180)
-    p.add_argument("--append", default="")
-    p.add_argument("--out", help="JSON results")
     a = p.parse_args()
     # what tests/kgdboe.py's Test reads and this test does not vary
     a.port, a.foreign_ip, a.reads, a.skip = npng.KGDBOE_PORT, None, 0, ""
 
-    t = LossyTest(a)
-    try:
-        t.run()
-    except KeyboardInterrupt:
-        t.results.append(("interrupted", False, "Ctrl-C", 0.0))
-    finally:
-        t.close()
-    return kgdboe.report(t, a)
+    return kgdboe.run_test(LossyTest(a), a)
 
 
 if __name__ == "__main__":
