@@ -82,6 +82,11 @@ class StepFailed(Exception):
     pass
 
 
+def gdb_packet(body):
+    """One packet of gdb's remote protocol: $body#checksum."""
+    return b"$%s#%02x" % (body, sum(body) % 256)
+
+
 def ksft_check(cond, msg):
     """Fail the step with msg unless cond holds."""
     if not cond:
@@ -351,9 +356,6 @@ class Test:
         s.settimeout(0.5)
         got = b""
 
-        def pkt(body):
-            return b"$%s#%02x" % (body, sum(body) % 256)
-
         def collect(secs, ack=True):
             """Read for `secs`, acknowledging each answer at once, as
             gdb does (kgdboe sends an unacknowledged answer again)."""
@@ -370,14 +372,14 @@ class Test:
                     s.send(b"+")
 
         try:
-            s.send(pkt(b"qSupported"))          # breaks in
-            s.send(pkt(b"qSupported"))
+            s.send(gdb_packet(b"qSupported"))          # breaks in
+            s.send(gdb_packet(b"qSupported"))
             collect(3)
             s.send(b"+")                        # stale extra ack
             for body in (b"?", b"g", b"m%x,4" % self.text_addr):
                 got = b""
-                s.send(pkt(body))
-                s.send(pkt(body))
+                s.send(gdb_packet(body))
+                s.send(gdb_packet(body))
                 collect(1.5)
                 s.send(b"+")
                 replies = re.findall(rb"\$([^#]*)#", got)
@@ -386,7 +388,7 @@ class Test:
                     raise StepFailed("%s sent twice: %d replies %r" % (
                         body, len(replies), replies[:4]))
             got = b""
-            s.send(pkt(b"D"))
+            s.send(gdb_packet(b"D"))
             collect(1.0)
             if b"$OK#9a" not in got:
                 raise StepFailed("detach answered %r" % got[:60])

@@ -55,7 +55,7 @@ sys.path.insert(0, os.path.join(TOP, "matrix"))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 import npng  # noqa: E402
 import kgdboe  # noqa: E402
-from kgdboe import StepFailed  # noqa: E402
+from kgdboe import StepFailed, gdb_packet  # noqa: E402
 from relay import LossyRelay  # noqa: E402
 
 FLOOD = 10000
@@ -64,10 +64,6 @@ AUTH_OVERHEAD = 24 + 32     # netpoll's authenticated header and tag
 
 def loss_name(p):
     return "%d" % round(p * 100)
-
-
-def gdb_packet(body):
-    return b"$%s#%02x" % (body, sum(body) % 256)
 
 
 class LossyTest(kgdboe.Test):
@@ -160,11 +156,6 @@ class LossyTest(kgdboe.Test):
                                 timeout=20)
         return npng.parse_kv(out)
 
-    def netpoll_stats(self):
-        _, out = self.guest.run(
-            "cat /sys/kernel/debug/netpoll/kgdboe-*/stats", timeout=20)
-        return npng.parse_kv(out)
-
     def still_running(self, what):
         """The kernel was not stopped: its agent answers at once."""
         try:
@@ -183,7 +174,7 @@ class LossyTest(kgdboe.Test):
     # -- steps -------------------------------------------------------------
 
     def spoof_mac(self):
-        before = self.netpoll_stats()
+        before = self.np_stats()
         raw = npng.RawSender()
         try:
             for body in (gdb_packet(b"?"), b"\x03"):
@@ -192,7 +183,7 @@ class LossyTest(kgdboe.Test):
             raw.close()
         time.sleep(1.0)
         self.still_running("the peer's IP from another MAC")
-        d = self.netpoll_stats().get("foreign", 0) - before.get("foreign", 0)
+        d = self.np_stats().get("foreign", 0) - before.get("foreign", 0)
         kgdboe.ksft_check(d >= 2, "foreign %d, want 2" % d)
         return "refused, counted foreign (+%d)" % d
 
@@ -294,7 +285,7 @@ class LossyTest(kgdboe.Test):
 
     def attack_flood(self):
         before = self.kgdboe_stats()
-        np_before = self.netpoll_stats()
+        np_before = self.np_stats()
         nc = npng.NcReceiver(port=npng.NC_PORT)
         try:
             tag = self.guest.start(
@@ -319,7 +310,7 @@ class LossyTest(kgdboe.Test):
             nc.close()
         self.still_running("the flood")
         d = self.kgdboe_stats()["auth_refused"] - before["auth_refused"]
-        arrived = self.netpoll_stats()["received"] - np_before["received"]
+        arrived = self.np_stats()["received"] - np_before["received"]
         self.metrics.update(flood_sent=FLOOD, flood_arrived=arrived,
                             flood_refused=d, flood_heartbeats=len(recs))
         # what the NIC dropped never reached netpoll; all that did counts
