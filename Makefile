@@ -4,8 +4,10 @@
 #   make test     all set-up, then the test suite
 #   make check    the fast lane: parsers on fixtures, pyflakes3, shellcheck
 #                 (no kernel, no QEMU, under a minute)
-#   make bridge   build/kgdboe-bridge, gdb's pipe to kgdboe's authenticated
-#                 mode (tools/kgdboe-bridge)
+#   make bridge   the host tools: build/kgdboe-bridge, gdb's pipe to kgdboe's
+#                 authenticated mode (tools/kgdboe-bridge), and build/netsysrq,
+#                 authenticated SysRq over UDP (tools/netsysrq; also
+#                 `make netsysrq`)
 #
 # Variables: JOBS (build parallelism), BASELINE=1 (kernel: unpatched tree),
 # DEBUG=1 (kernel, matrix: the lockdep/atomic-sleep kernel in build/obj-debug),
@@ -51,7 +53,7 @@ ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge matrix test transcript transcript-auth checkpatch bisect clean distclean help
+.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge netsysrq matrix test transcript transcript-auth checkpatch bisect clean distclean help
 
 all: help
 
@@ -83,14 +85,20 @@ kernel: prepare-tree
 
 rootfs: $(ROOTFS)
 
-BRIDGE := build/kgdboe-bridge
-BRIDGE_SRC := $(wildcard tools/kgdboe-bridge/*.[ch])
+# The host tools: build/T from tools/T/ and tools/common/ (NPA1, HMAC).
+TOOLS := kgdboe-bridge netsysrq
+TOOLS_COMMON := $(wildcard tools/common/*.[ch])
 
-bridge: $(BRIDGE)
+bridge: $(TOOLS:%=build/%)
 
-$(BRIDGE): $(BRIDGE_SRC) | deps
+netsysrq: build/netsysrq
+
+define host_tool
+build/$(1): $(wildcard tools/$(1)/*.[ch]) $(TOOLS_COMMON) | deps
 	@mkdir -p build
-	cc -O2 -Wall -Wextra -Werror -o $@ $(filter %.c,$(BRIDGE_SRC))
+	cc -O2 -Wall -Wextra -Werror -Itools/common -o $$@ $$(filter %.c,$$^)
+endef
+$(foreach t,$(TOOLS),$(eval $(call host_tool,$(t))))
 
 $(ROOTFS): matrix/rootfs.sh $(GUEST_FILES) | deps
 	@./matrix/rootfs.sh
@@ -121,7 +129,7 @@ transcript-auth: kernel rootfs bridge
 clean:
 	rm -rf build/obj build/obj-base build/obj-debug build/obj-mutant build/obj-module build/obj-bisect \
 		build/bisect build/results build/transcript build/mutant build/soak \
-		build/test-results build/rootfs build/rootfs.cpio build/kgdboe-bridge
+		build/test-results build/rootfs build/rootfs.cpio build/kgdboe-bridge build/netsysrq
 
 # Removes build/ entirely, including build/linux: refuses when it holds
 # commits that `make export` has not written back.

@@ -35,6 +35,8 @@ TAP = "tap0"
 KGDBOE_PORT = 6443      # kgdboe's default local port (the gdb target)
 OTHER_MAC = "02:00:c0:00:02:99"  # a LAN host that is not the peer (spoofing)
 BRIDGE = os.path.join(BUILD, "kgdboe-bridge")  # make bridge
+NETSYSRQ_PORT = 6667    # netsysrq's default local port
+NETSYSRQ = os.path.join(BUILD, "netsysrq")  # make bridge: the host tool
 NICS_FILE = os.path.join(TOP, "matrix", "nics")
 SERIES_FILE = os.path.join(TOP, "series")
 
@@ -61,6 +63,10 @@ def kgdboe_arg(port=KGDBOE_PORT):
 
 def kgdboe_config(port=KGDBOE_PORT, dev="eth0"):
     return netpoll_target(port, dev=dev)
+
+
+def netsysrq_arg():
+    return "netsysrq=" + netpoll_target(NETSYSRQ_PORT)
 
 
 def echo_arg():
@@ -267,6 +273,7 @@ class NcReceiver:
         self.records = {}        # tag -> list of (time, seq)
         self.datagrams = 0
         self.other = 0
+        self.text = []           # the datagrams that are no burst record
         self.last_rx = 0.0
         self.logf = open(logpath, "ab") if logpath else None
         self.stop_evt = threading.Event()
@@ -290,6 +297,7 @@ class NcReceiver:
                         (now, int(m.group(2))))
                 else:
                     self.other += 1
+                    self.text.append(data.decode(errors="replace"))
                     if self.logf:
                         self.logf.write(data)
 
@@ -308,6 +316,24 @@ class NcReceiver:
             if now - max(last, t0) > quiet or now - t0 > limit:
                 break
         return recs
+
+    def wait_text(self, pattern, limit=10.0, since=0):
+        """The first match of regex `pattern` in the datagrams that are
+        no burst record, from the since-th on (wait up to `limit` s);
+        None if none came."""
+        deadline = time.monotonic() + limit
+        while True:
+            with self.lock:
+                text = "".join(self.text[since:])
+            m = re.search(pattern, text, re.M)
+            if m or time.monotonic() > deadline:
+                return m
+            time.sleep(0.1)
+
+    def mark(self):
+        """A position for wait_text(since=): what arrives from now on."""
+        with self.lock:
+            return len(self.text)
 
     def close(self):
         self.stop_evt.set()

@@ -18,6 +18,11 @@ for p in busybox-static iperf3 libiperf0 libc6 libssl3 libsctp1; do
 	dpkg-deb -x "$deb" "$stage"
 done
 
+# util-linux: chrt only (needs libc alone), for a real-time runaway task
+deb=$(ls "$debdir/util-linux_"*_i386.deb 2>/dev/null | head -n 1)
+[ -n "$deb" ] || die "util-linux i386 package missing in build/debs (run 'make deps')"
+dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$stage" ./usr/bin/chrt
+
 cd "$stage"
 # Drop what the guest never uses.
 rm -rf usr/share/doc usr/share/man usr/share/locale usr/share/lintian \

@@ -262,12 +262,15 @@ def ktap_retry_keeps_first_failure():
 
 @check
 def bridge_hmac_rfc4231():
-    """tools/kgdboe-bridge's own SHA-256/HMAC against RFC 4231."""
+    """The host tools' own SHA-256/HMAC (tools/common), through
+    kgdboe-bridge --self-test, against RFC 4231."""
     out = os.path.join(tempfile.mkdtemp(), "kgdboe-bridge")
-    src = [os.path.join(TOP, "tools", "kgdboe-bridge", f)
-           for f in ("kgdboe-bridge.c", "sha256.c")]
-    r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
-                        out] + src, stdout=subprocess.PIPE,
+    common = os.path.join(TOP, "tools", "common")
+    src = [os.path.join(TOP, "tools", "kgdboe-bridge", "kgdboe-bridge.c"),
+           os.path.join(common, "npa1.c"), os.path.join(common, "sha256.c")]
+    r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
+                        "-I" + common, "-o", out] + src,
+                       stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     ksft_eq(r.returncode, 0, "cc: " + r.stdout.strip()[:300])
     r = subprocess.run([out, "--self-test"], stdout=subprocess.PIPE,

@@ -6,22 +6,20 @@
  *	(gdb) target remote | kgdboe-bridge --key-file K 192.0.2.2:6443
  *
  * Every datagram is sealed as netpoll's authenticated datagrams are
- * (include/linux/netpoll.h): magic "NPA1", version, type, flags, nonce,
- * seq, ack, payload, HMAC-SHA256 tag.  The session starts with HELLO
- * (our random nonce) and the target's WELCOME (our nonce, and the
- * session nonce that every later datagram carries).  Payload datagrams
- * are numbered from 1 in each direction and acknowledged cumulatively;
- * one is in flight at a time and is sent again until acknowledged, so
- * gdb sees an in-order byte stream whatever the network loses,
- * duplicates or reorders.  An empty DATA every --keepalive-ms lets the
- * target send again what we did not acknowledge.
+ * (include/linux/netpoll.h; here tools/common/npa1.c): magic "NPA1",
+ * version, type, flags, nonce, seq, ack, payload, HMAC-SHA256 tag.  The
+ * session starts with HELLO (our random nonce) and the target's WELCOME
+ * (our nonce, and the session nonce that every later datagram carries).
+ * Payload datagrams are numbered from 1 in each direction and
+ * acknowledged cumulatively; one is in flight at a time and is sent
+ * again until acknowledged, so gdb sees an in-order byte stream whatever
+ * the network loses, duplicates or reorders.  An empty DATA every
+ * --keepalive-ms lets the target send again what we did not acknowledge.
  *
  * On exit it prints its counters on stderr.  --self-test checks the
  * HMAC against RFC 4231 and exits.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -30,28 +28,15 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "sha256.h"
+#include "npa1.h"
 
-#define MAGIC		0x4e504131u	/* "NPA1" */
-#define VERSION		1
-#define HDR_LEN		24
-#define OVERHEAD	(HDR_LEN + SHA256_LEN)
 #define MAX_PAYLOAD	1024		/* the target's rx ring takes 8 KiB */
 #define MAX_DGRAM	1600
 #define PENDING_MAX	65536
 
 enum { HELLO = 1, WELCOME = 2, DATA = 3, REPLY = 4 };
-
-struct msg {
-	uint8_t type;
-	uint64_t nonce;
-	uint32_t seq, ack;
-	const uint8_t *data;
-	size_t len;
-};
 
 static struct {
 	unsigned long sent, resent, received, dups, gaps, refused, stale;
@@ -92,69 +77,10 @@ static void vlog(const char *fmt, ...)
 	va_end(ap);
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void put_be(uint8_t *p, uint64_t v, int n)
-{
-	while (n--) {
-		p[n] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-static uint64_t get_be(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	while (n--)
-		v = v << 8 | *p++;
-	return v;
-}
-
-static size_t seal(uint8_t *buf, const struct msg *m)
-{
-	put_be(buf, MAGIC, 4);
-	buf[4] = VERSION;
-	buf[5] = m->type;
-	put_be(buf + 6, 0, 2);
-	put_be(buf + 8, m->nonce, 8);
-	put_be(buf + 16, m->seq, 4);
-	put_be(buf + 20, m->ack, 4);
-	memcpy(buf + HDR_LEN, m->data, m->len);
-	hmac_sha256(&key, buf, HDR_LEN + m->len, buf + HDR_LEN + m->len);
-	return OVERHEAD + m->len;
-}
-
-/* 0: a datagram with a valid tag, -1: anything else */
-static int open_msg(const uint8_t *buf, size_t len, struct msg *m)
-{
-	uint8_t tag[SHA256_LEN];
-
-	if (len < OVERHEAD || get_be(buf, 4) != MAGIC || buf[4] != VERSION ||
-	    get_be(buf + 6, 2))
-		return -1;
-	hmac_sha256(&key, buf, len - SHA256_LEN, tag);
-	if (tag_differs(tag, buf + len - SHA256_LEN, SHA256_LEN))
-		return -1;
-	m->type = buf[5];
-	m->nonce = get_be(buf + 8, 8);
-	m->seq = (uint32_t)get_be(buf + 16, 4);
-	m->ack = (uint32_t)get_be(buf + 20, 4);
-	m->data = buf + HDR_LEN;
-	m->len = len - OVERHEAD;
-	return 0;
-}
-
-static int send_msg(int fd, const struct msg *m)
+static int send_msg(int fd, const struct npa1_msg *m)
 {
 	uint8_t buf[MAX_DGRAM];
-	size_t n = seal(buf, m);
+	size_t n = npa1_seal(&key, buf, m);
 
 	cnt.sent++;
 	if (send(fd, buf, n, 0) < 0 && errno != ECONNREFUSED) {
@@ -164,100 +90,13 @@ static int send_msg(int fd, const struct msg *m)
 	return 0;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* the key file holds the key in hex, as kgdboe's key parameter takes it */
-static int read_key(const char *path)
-{
-	uint8_t k[256];
-	size_t n = 0;
-	int c, hi = -1;
-	FILE *f = fopen(path, "r");
-
-	if (!f) {
-		fprintf(stderr, "kgdboe-bridge: %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	while ((c = fgetc(f)) != EOF) {
-		if (c == ' ' || c == '\n' || c == '\t' || c == '\r')
-			continue;
-		if (hexval(c) < 0 || n == sizeof(k)) {
-			fprintf(stderr, "kgdboe-bridge: %s: want at most %zu bytes in hex\n",
-				path, sizeof(k));
-			fclose(f);
-			return -1;
-		}
-		if (hi < 0) {
-			hi = hexval(c);
-		} else {
-			k[n++] = (uint8_t)(hi << 4 | hexval(c));
-			hi = -1;
-		}
-	}
-	fclose(f);
-	if (hi >= 0 || n < 16) {
-		fprintf(stderr, "kgdboe-bridge: %s: want an even number of hex digits, 16 bytes at least\n",
-			path);
-		return -1;
-	}
-	hmac_sha256_key(&key, k, n);
-	memset(k, 0, sizeof(k));
-	return 0;
-}
-
-static int connect_udp(const char *target)
-{
-	char host[256];
-	const char *colon = strrchr(target, ':');
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_DGRAM };
-	struct addrinfo *ai;
-	int fd, err;
-
-	if (!colon || colon == target || (size_t)(colon - target) >= sizeof(host)) {
-		fprintf(stderr, "kgdboe-bridge: want HOST:PORT, not '%s'\n", target);
-		return -1;
-	}
-	memcpy(host, target, colon - target);
-	host[colon - target] = '\0';
-	err = getaddrinfo(host, colon + 1, &hints, &ai);
-	if (err) {
-		fprintf(stderr, "kgdboe-bridge: %s: %s\n", target, gai_strerror(err));
-		return -1;
-	}
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-		perror("kgdboe-bridge: socket");
-		freeaddrinfo(ai);
-		return -1;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
-static int wait_readable(int fd, double until)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	double left = until - now();
-
-	if (left <= 0)
-		return 0;
-	return poll(&p, 1, (int)(left * 1000) + 1) > 0;
-}
-
 /* HELLO until a WELCOME that answers our nonce; the session nonce */
 static int handshake(int fd, double rto, double limit, uint64_t *session)
 {
 	uint8_t buf[MAX_DGRAM];
 	uint64_t nonce;
 	double end = now() + limit, next = 0;
-	struct msg m;
+	struct npa1_msg m;
 	ssize_t n;
 
 	if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) {
@@ -266,7 +105,7 @@ static int handshake(int fd, double rto, double limit, uint64_t *session)
 	}
 	while (now() < end && !stopping) {
 		if (now() >= next) {
-			struct msg hello = { .type = HELLO, .nonce = nonce };
+			struct npa1_msg hello = { .type = HELLO, .nonce = nonce };
 
 			if (send_msg(fd, &hello))
 				return -1;
@@ -278,7 +117,7 @@ static int handshake(int fd, double rto, double limit, uint64_t *session)
 		if (n < 0)
 			continue;
 		cnt.received++;
-		if (open_msg(buf, n, &m)) {
+		if (npa1_open(&key, buf, n, &m)) {
 			cnt.refused++;
 			continue;
 		}
@@ -309,7 +148,7 @@ struct session {
 
 static int send_data(struct session *s, const uint8_t *data, size_t len)
 {
-	struct msg m = { .type = DATA, .nonce = s->nonce, .seq = s->tx_seq,
+	struct npa1_msg m = { .type = DATA, .nonce = s->nonce, .seq = s->tx_seq,
 			 .ack = s->rx_next - 1, .data = data, .len = len };
 
 	s->last_send = now();
@@ -352,12 +191,12 @@ static int from_target(struct session *s)
 {
 	uint8_t buf[MAX_DGRAM];
 	ssize_t n = recv(s->fd, buf, sizeof(buf), 0);
-	struct msg m;
+	struct npa1_msg m;
 
 	if (n < 0)
 		return 0;
 	cnt.received++;
-	if (open_msg(buf, n, &m)) {
+	if (npa1_open(&key, buf, n, &m)) {
 		cnt.refused++;
 		return 0;
 	}
@@ -444,57 +283,6 @@ static int relay(struct session *s, double rto, double keepalive)
 	}
 }
 
-struct vector {
-	const char *name;
-	const char *key;	/* hex, or a repeated byte */
-	size_t key_len;
-	int key_byte;
-	const char *data;
-	const char *tag;
-};
-
-static void unhex(const char *h, uint8_t *out)
-{
-	for (; *h; h += 2)
-		*out++ = (uint8_t)(hexval(h[0]) << 4 | hexval(h[1]));
-}
-
-/* RFC 4231 test cases 1, 2, 6 and 7; prints KTAP */
-static int self_test(void)
-{
-	static const struct vector v[] = {
-		{ "rfc4231_1", NULL, 20, 0x0b, "Hi There",
-		  "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7" },
-		{ "rfc4231_2", "4a656665", 4, 0, "what do ya want for nothing?",
-		  "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843" },
-		{ "rfc4231_6", NULL, 131, 0xaa,
-		  "Test Using Larger Than Block-Size Key - Hash Key First",
-		  "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54" },
-		{ "rfc4231_7", NULL, 131, 0xaa,
-		  "This is a test using a larger than block-size key and a larger than block-size data. The key needs to be hashed before being used by the HMAC algorithm.",
-		  "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2" },
-	};
-	int i, failed = 0, n = sizeof(v) / sizeof(v[0]);
-
-	printf("TAP version 13\n1..%d\n", n);
-	for (i = 0; i < n; i++) {
-		uint8_t k[256], want[SHA256_LEN], got[SHA256_LEN];
-
-		if (v[i].key)
-			unhex(v[i].key, k);
-		else
-			memset(k, v[i].key_byte, v[i].key_len);
-		unhex(v[i].tag, want);
-		hmac_sha256_key(&key, k, v[i].key_len);
-		hmac_sha256(&key, v[i].data, strlen(v[i].data), got);
-		if (memcmp(got, want, sizeof(got)))
-			failed++;
-		printf("%sok %d %s\n", memcmp(got, want, sizeof(got)) ? "not " : "",
-		       i + 1, v[i].name);
-	}
-	return failed ? 1 : 0;
-}
-
 /*
  * gdb reads its pipe child's stderr only while the connection lasts:
  * --stats-file keeps the counters of the end of a session.
@@ -525,7 +313,7 @@ int main(int argc, char **argv)
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--self-test"))
-			return self_test();
+			return npa1_self_test();
 		else if (!strcmp(argv[i], "-v"))
 			verbose = 1;
 		else if (!strcmp(argv[i], "--key-file") && i + 1 < argc)
@@ -549,10 +337,10 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (read_key(key_file))
+	if (npa1_read_key("kgdboe-bridge", key_file, &key))
 		return 2;
 	catch_signals();
-	s.fd = connect_udp(target);
+	s.fd = connect_udp("kgdboe-bridge", target);
 	if (s.fd < 0 || handshake(s.fd, rto, connect_s, &s.nonce))
 		return 1;
 	s.last_send = now();

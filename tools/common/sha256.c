@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for kgdboe-bridge:
- * libc only.  Checked against RFC 4231 by `kgdboe-bridge --self-test`.
+ * SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for the host tools
+ * (kgdboe-bridge, netsysrq): libc only.  Checked against RFC 4231 by
+ * their --self-test.
  */
 #include <string.h>
 

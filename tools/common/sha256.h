@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-#ifndef KGDBOE_BRIDGE_SHA256_H
-#define KGDBOE_BRIDGE_SHA256_H
+#ifndef NPNG_SHA256_H
+#define NPNG_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>
