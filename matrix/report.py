@@ -144,10 +144,38 @@ def markdown(doc):
                           fmt(m.get("auth_forged_refused")),
                           ", ".join(m.get("auth_failed_steps") or [])
                           or "-"))
+    out += netsysrq_table(doc)
     if "elapsed_s" in doc:
         out.append("")
         out.append("Matrix run took %d s." % doc["elapsed_s"])
     return "\n".join(out) + "\n"
+
+
+def netsysrq_table(doc):
+    """The netsysrq rows (tests/netsysrq.py), as markdown lines."""
+    cells = [c for c in doc.get("cells", [])
+             if "netsysrq" in c.get("metrics", {})]
+    if not cells:
+        return []
+    out = ["", "netsysrq (tests/netsysrq.py, one CPU): SysRq commands from "
+           "tools/netsysrq; sysrq_ack_ms is the median time from sending a "
+           "command to its acknowledgment (h, t, su), runaway the same "
+           "while a SCHED_FIFO loop holds the CPU; forged: datagrams with "
+           "random tags, reaching netsysrq / hashed and refused / dropped "
+           "unread past fail_limit.", "",
+           "| NIC | result | sysrq_ack_ms | runaway ms | forged: reached / "
+           "refused / unread | failed steps |",
+           "|---|---|---|---|---|---|"]
+    for c in cells:
+        m = c["metrics"]
+        out.append("| %s | %s | %s | %s | %s / %s / %s | %s |" % (
+            c["nic"], m.get("netsysrq"), fmt(m.get("sysrq_ack_ms"), 2),
+            fmt(m.get("sysrq_runaway_ack_ms"), 2),
+            fmt(m.get("sysrq_forged_reached")),
+            fmt(m.get("sysrq_forged_refused")),
+            fmt(m.get("sysrq_forged_unread")),
+            ", ".join(m.get("sysrq_failed_steps") or []) or "-"))
+    return out
 
 
 def main():

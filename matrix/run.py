@@ -170,6 +170,31 @@ def run_kgdboe_auth(args, idx, nic, mode, results):
     return m
 
 
+# tests/netsysrq.py's metrics, as the cell's
+SYSRQ_METRICS = (("sysrq_ack_ms", "sysrq_ack_ms"),
+                 ("runaway_ack_ms", "sysrq_runaway_ack_ms"),
+                 ("flood_reached", "sysrq_forged_reached"),
+                 ("flood_bad_tag", "sysrq_forged_refused"),
+                 ("flood_limited", "sysrq_forged_unread"))
+
+
+def run_netsysrq(args, idx, nic, results):
+    """tests/netsysrq.py on one CPU (it tries both poll modes itself);
+    returns the cell's netsysrq metrics."""
+    doc = kgdboe_session("npng-%d-s%d" % (os.getpid(), idx),
+                         "%s-netsysrq" % nic, nic, 1, args.kernel,
+                         args.initrd, results, [], args.cell_timeout,
+                         script="netsysrq.py")
+    if doc is None:
+        return {"netsysrq": "no-result"}
+    failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
+    m = {"netsysrq": "pass" if not failed and doc["steps"] else (
+        failed[0] if failed else "no-steps"), "sysrq_failed_steps": failed}
+    for src, dst in SYSRQ_METRICS:
+        m[dst] = doc["metrics"].get(src)
+    return m
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nics", help="comma-separated models (default: all in "
@@ -193,7 +218,8 @@ def main():
                    "NIC runs once per mode (driver, irq, auto)")
     p.add_argument("--kgdboe-modes", default="driver",
                    help="poll modes in which a NIC also runs the kgdboe "
-                   "session (tests/kgdboe.py) under load; empty: none "
+                   "session (tests/kgdboe.py) under load, the authenticated "
+                   "one and netsysrq (tests/netsysrq.py); empty: none "
                    "(full steps only)")
     p.add_argument("--nc-port", type=int, default=npng.NC_PORT)
     p.add_argument("--append", default="")
@@ -267,6 +293,11 @@ def main():
                 cell["metrics"].update(am)
                 log("[%d/%d] %-15s %-6s kgdboe authenticated %s" % (
                     i + 1, len(runs), nic, mode, am.get("kgdboe_auth")))
+                sm = run_netsysrq(args, i, nic, args.results)
+                cell["metrics"].update(sm)
+                log("[%d/%d] %-15s %-6s netsysrq %s, ACK in %s ms" % (
+                    i + 1, len(runs), nic, mode, sm.get("netsysrq"),
+                    sm.get("sysrq_ack_ms")))
             doc["cells"].append(cell)
             npng.write_json(jpath, doc)
             m = cell["metrics"]

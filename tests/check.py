@@ -6,6 +6,7 @@ every Python and shell file.  KTAP output like tests/run.py; the last
 line is "N passed, N failed".
 """
 
+import glob
 import io
 import os
 import re
@@ -260,24 +261,46 @@ def ktap_retry_keeps_first_failure():
 
 # ------------------------------------------------------------ kgdboe
 
-@check
-def bridge_hmac_rfc4231():
-    """The host tools' own SHA-256/HMAC (tools/common), through
-    kgdboe-bridge --self-test, against RFC 4231."""
-    out = os.path.join(tempfile.mkdtemp(), "kgdboe-bridge")
+def build_host_tool(name):
+    """tools/<name>/*.c and tools/common/*.c, as the Makefile builds them,
+    into a temporary folder; the binary's path."""
+    out = os.path.join(tempfile.mkdtemp(), name)
     common = os.path.join(TOP, "tools", "common")
-    src = [os.path.join(TOP, "tools", "kgdboe-bridge", "kgdboe-bridge.c"),
-           os.path.join(common, "npa1.c"), os.path.join(common, "sha256.c")]
+    src = sorted(glob.glob(os.path.join(TOP, "tools", name, "*.c")) +
+                 glob.glob(os.path.join(common, "*.c")))
     r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror",
                         "-I" + common, "-o", out] + src,
                        stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     ksft_eq(r.returncode, 0, "cc: " + r.stdout.strip()[:300])
-    r = subprocess.run([out, "--self-test"], stdout=subprocess.PIPE,
+    return out
+
+
+def self_test_oks(binary):
+    """The names of the cases a tool's --self-test passed (KTAP)."""
+    r = subprocess.run([binary, "--self-test"], stdout=subprocess.PIPE,
                        text=True)
-    oks = re.findall(r"^ok \d+ (rfc4231_\d+)$", r.stdout, re.M)
     ksft_eq(r.returncode, 0, r.stdout.strip())
+    ksft_eq(re.findall(r"^not ok .*$", r.stdout, re.M), [])
+    return re.findall(r"^ok \d+ (\S+)$", r.stdout, re.M)
+
+
+@check
+def bridge_hmac_rfc4231():
+    """The host tools' own SHA-256/HMAC (tools/common), through
+    kgdboe-bridge --self-test, against RFC 4231."""
+    oks = self_test_oks(build_host_tool("kgdboe-bridge"))
     ksft_eq(oks, ["rfc4231_1", "rfc4231_2", "rfc4231_6", "rfc4231_7"])
+
+
+@check
+def netsysrq_vectors():
+    """tools/netsysrq --self-test: its datagrams against the vectors the
+    kernel's KUnit suite (drivers/net/netsysrq_kunit.c) checks too."""
+    oks = self_test_oks(build_host_tool("netsysrq"))
+    for name in ("netsysrq_key_id", "netsysrq_command_vector",
+                 "netsysrq_ack_vector", "netsysrq_ack_bit_flip_refused"):
+        ksft_true(name in oks, "%s not passed: %s" % (name, oks))
 
 
 def relay_run(seed, **faults):

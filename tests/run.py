@@ -150,8 +150,9 @@ for _nic in REQUIRED:
 
 def kunit_subtests(log):
     """The KUnit cases of a serial log as subtests; returns the failed
-    netpoll ones and the number of netpoll cases."""
-    cases = [c for c in npng.kunit_cases(log) if c[1].startswith("netpoll")]
+    netpoll and netsysrq ones and the number of those cases."""
+    cases = [c for c in npng.kunit_cases(log)
+             if c[1].startswith(("netpoll", "netsysrq"))]
     for suite, case, status in cases:
         subtest(case, {"PASS": "pass", "SKIP": "skip"}.get(status, "fail"),
                 status)
@@ -160,8 +161,9 @@ def kunit_subtests(log):
 
 @test
 def kunit_netpoll():
-    """The matrix kernel runs the netpoll KUnit suite at boot: read it
-    from the e1000 boot test's serial log with the tree's kunit.py."""
+    """The matrix kernel runs the netpoll and netsysrq KUnit suites at
+    boot: read them from the e1000 boot test's serial log with the tree's
+    kunit.py."""
     logs = [p for p in (os.path.join(RESULTS, "retry", "e1000-driver.log"),
                         os.path.join(RESULTS, "e1000-driver.log"))
             if os.path.exists(p)]
@@ -169,8 +171,8 @@ def kunit_netpoll():
     ksft_true(log, "no serial log %s (boot_burst_echo_e1000 "
               "must run first)" % log)
     failed, total = kunit_subtests(log)
-    ksft_eq(failed, [], "netpoll KUnit cases that did not pass")
-    ksft_ge(total, 10, "netpoll KUnit cases")
+    ksft_eq(failed, [], "KUnit cases that did not pass")
+    ksft_ge(total, 19, "netpoll (13) and netsysrq (6) KUnit cases")
 
 
 @test
@@ -254,24 +256,30 @@ for _nic in REQUIRED:
 named("kgdboe_gdb_session_e1000_2cpu", kgdboe_test("e1000", cpus=2))
 
 
-def run_lossy(name, nic, *extra):
-    """tests/kgdboe_lossy.py in a namespace of its own (the matrix's
-    runner); its JSON document (its steps as subtests)."""
+def run_script(name, nic, script, *extra, timeout=900):
+    """tests/<script> (tests/kgdboe.py's options, one CPU) in a namespace
+    of its own, the matrix's runner; its JSON document, its steps as
+    subtests, and a failure for any step that did not pass."""
     import run as mrun  # matrix/run.py
     name += ktap.attempt_suffix()
     doc = mrun.kgdboe_session(
         "npng-%d-%s" % (os.getpid(), name), name, nic, 1,
         os.path.join(OBJ, "arch", "x86", "boot", "bzImage"), ROOTFS,
-        RESULTS, extra, 900, script="kgdboe_lossy.py")
-    ksft_true(doc is not None, "kgdboe_lossy.py wrote no result, see "
-              "%s.out" % name)
+        RESULTS, extra, timeout, script=script)
+    ksft_true(doc is not None, "%s wrote no result, see %s.out"
+              % (script, name))
     for st in doc["steps"]:
         res = {True: "pass", False: "fail", None: "skip"}[st["pass"]]
         subtest(st["step"], res, npng.one_line(st["detail"], 160))
     failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
     ksft_eq(failed, [], "steps that failed or were skipped")
-    ksft_eq(doc["rc"], 0, "kgdboe_lossy.py exit status")
+    ksft_eq(doc["rc"], 0, "%s exit status" % script)
     return doc
+
+
+def run_lossy(name, nic, *extra):
+    """tests/kgdboe_lossy.py: see run_script()."""
+    return run_script(name, nic, "kgdboe_lossy.py", *extra)
 
 
 @test
@@ -315,6 +323,24 @@ def auth_test(nic, attack):
 for _nic in REQUIRED:
     named("kgdboe_authenticated_lossy_%s" % _nic.model,
           auth_test(_nic.model, attack=_nic.model == "e1000"))
+
+
+def netsysrq_test(nic):
+    def fn():
+        doc = run_script("netsysrq-" + nic, nic, "netsysrq.py",
+                         timeout=600)
+        m = doc["metrics"]
+        ktap.ksft_pr("netsysrq %s: ACK in %s ms (median, idle), %s ms under "
+                     "a real-time runaway; flood: %s of %s forged reached "
+                     "netsysrq, %s tags computed, %s dropped unread" % (
+                         nic, m.get("sysrq_ack_ms"), m.get("runaway_ack_ms"),
+                         m.get("flood_reached"), m.get("flood_sent"),
+                         m.get("flood_bad_tag"), m.get("flood_limited")))
+    return fn
+
+
+for _nic in REQUIRED:
+    named("netsysrq_%s" % _nic.model, netsysrq_test(_nic.model))
 
 
 def build_module_kernel():

@@ -3,7 +3,7 @@
  * netsysrq: authenticated SysRq commands over UDP, to the kernel's
  * netsysrq client.
  *
- *	netsysrq --key-file K 192.0.2.2:6444 t
+ *	netsysrq --key-file K 192.0.2.2:6667 t
  *
  * Every datagram is an NPA1 datagram (include/linux/netpoll.h; here
  * tools/common/npa1.c), seq and ack 0, whose payload starts with the key
