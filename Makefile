@@ -4,6 +4,8 @@
 #   make test     all set-up, then the test suite
 #   make check    the fast lane: parsers on fixtures, pyflakes3, shellcheck
 #                 (no kernel, no QEMU, under a minute)
+#   make perf     the series against mainline (ABBA, REPS=5 boots each) and
+#                 kgdboe/kgdboc/gdbstub, with plots (build/results/perf/)
 #   make bridge   the host tools: build/kgdboe-bridge, gdb's pipe to kgdboe's
 #                 authenticated mode (tools/kgdboe-bridge), and build/netsysrq,
 #                 authenticated SysRq over UDP (tools/netsysrq; also
@@ -13,7 +15,7 @@
 # DEBUG=1 (kernel, matrix: the lockdep/atomic-sleep kernel in build/obj-debug),
 # POLL_MODES=driver,irq (matrix: the poll modes to run each NIC in),
 # KGDBOE_MODES=driver,irq (matrix: the modes that also run a kgdboe session),
-# NICS=e1000,pcnet (matrix: a subset), BURST=N, IPERF_SECONDS=N, CPUS=N,
+# NICS=e1000,pcnet (matrix, perf: a subset), REPS=N (perf: repetitions), BURST=N, IPERF_SECONDS=N, CPUS=N,
 # NEWDIR=drivers (export: folder for new commits), FORCE=1 (tree: discard
 # unexported work in build/linux).
 
@@ -49,11 +51,19 @@ endif
 ifneq ($(KGDBOE_MODES),)
 MATRIX_ARGS += --kgdboe-modes $(KGDBOE_MODES)
 endif
+PERF_ARGS :=
+ifneq ($(NICS),)
+PERF_ARGS += --nics $(NICS)
+endif
+ifneq ($(REPS),)
+PERF_ARGS += --reps $(REPS)
+endif
+
 ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge netsysrq matrix test transcript transcript-auth checkpatch bisect clean distclean help
+.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge netsysrq matrix perf test transcript transcript-auth checkpatch bisect clean distclean help
 
 all: help
 
@@ -105,6 +115,12 @@ $(ROOTFS): matrix/rootfs.sh $(GUEST_FILES) | deps
 
 matrix: kernel rootfs bridge
 	@$(PYTHON) matrix/run.py $(MATRIX_ARGS)
+
+# The baseline (mainline, build/obj-base) is built after the series kernel,
+# never at the same time.
+perf: kernel rootfs bridge
+	@BASELINE=1 ./scripts/kernel.sh
+	@$(PYTHON) perf/perf.py $(PERF_ARGS)
 
 checkpatch: prepare-tree
 	@./scripts/checkpatch.sh

@@ -86,7 +86,8 @@ KGDB_METRICS = (("attach_ms", "kgdb_attach_ms"),
 def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
                    extra=(), timeout=900, script="kgdboe.py"):
     """tests/kgdboe.py (with iperf3 guest->host load) or another script
-    of its options, such as tests/kgdboe_lossy.py, on one NIC in a
+    of its options, such as tests/kgdboe_lossy.py (a path with a / is
+    relative to the repository), on one NIC in a
     namespace of its own.  Its output goes to <results>/<tag>.out and
     <tag>.log; returns its JSON document plus "rc", or None when it
     wrote none."""
@@ -95,7 +96,8 @@ def kgdboe_session(ns_name, tag, nic, cpus, kernel, initrd, results,
     if os.path.exists(out):
         os.unlink(out)
     argv = [sys.executable,
-            os.path.join(npng.TOP, "tests", script), "--nic", nic,
+            os.path.join(npng.TOP, script if "/" in script
+                         else os.path.join("tests", script)), "--nic", nic,
             "--cpus", str(cpus), "--kernel", kernel,
             "--vmlinux", os.path.normpath(os.path.join(
                 os.path.dirname(kernel), "..", "..", "..", "vmlinux")),

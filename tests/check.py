@@ -346,6 +346,31 @@ def relay_faults_are_seeded():
     ksft_eq(t["out"], t["in"] - t["dropped"] + t["duplicated"])
 
 
+# ------------------------------------------------------------ perf
+
+@check
+def perf_order_and_verdicts():
+    """make perf interleaves ABBA, and gives a ratio only where the two
+    kernels' ranges do not overlap (perf/perf.py)."""
+    sys.path.insert(0, os.path.join(TOP, "perf"))
+    import perf
+    ksft_eq(perf.abba(4), [("mainline", "series"), ("series", "mainline"),
+                           ("mainline", "series"), ("series", "mainline")])
+    base = perf.spread([100, 120, 110])
+    ksft_eq(base["median"], 110)
+    ksft_eq(perf.verdict(base, perf.spread([95, 105, 115]))[1],
+            "no measurable difference at this noise")
+    ratio, word = perf.verdict(base, perf.spread([60, 70, 65]))
+    ksft_eq((ratio, word), (0.591, "series/mainline 0.59"))
+    samples = [{"nic": "e1000", "kernel": k, "metrics": {"iperf_tx_mbps": v}}
+               for k, vals in (("mainline", [100, 101]), ("series", [90, 91]))
+               for v in vals]
+    summary = perf.summarize(samples, ["e1000"])
+    goal = perf.goals(summary, {})[0]
+    ksft_true(goal[1].startswith("not met: e1000 iperf_tx_mbps 0.90"),
+              goal)
+
+
 @check
 def raw_udp_frame_checksums():
     """npng.udp_frame(): what the attacker steps put on the wire."""

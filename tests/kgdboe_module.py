@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""kgdboe as a module: insmod with bad and good parameters, a gdb session,
-rmmod, and gdb refused afterwards.
+"""kgdboe and netsysrq as modules: kgdboe's insmod with bad and good
+parameters, a gdb session, rmmod, and gdb refused afterwards; netsysrq
+loaded with its configuration and key, a command acknowledged, rmmod right
+after it, and no answer afterwards.
 
 Runs inside a network namespace with tap0 (tests/run.py makes one).  The
-initrd must hold kgdboe.ko at /kgdboe.ko.  Prints one PASS/FAIL line per
-check and exits 1 when any failed.
+initrd must hold kgdboe.ko and netsysrq.ko at its root.  Prints one
+PASS/FAIL line per check and exits 1 when any failed.
 """
 
 import argparse
 import os
+import secrets
 import subprocess
 import sys
 
@@ -31,6 +34,32 @@ def gdb(vmlinux, *cmds):
     except subprocess.TimeoutExpired:
         return "gdb timed out"
     return p.stdout + p.stderr
+
+
+def netsysrq_tool(keyfile, keys, timeout_s):
+    p = subprocess.run([npng.NETSYSRQ, "--key-file", keyfile, "--timeout-s",
+                        str(timeout_s), "%s:%d" % (npng.GUEST_IP,
+                                                   npng.NETSYSRQ_PORT), keys],
+                       capture_output=True, text=True, timeout=timeout_s + 30)
+    return p.returncode, (p.stdout + p.stderr).strip()
+
+
+def netsysrq_module(g, check, workdir):
+    """Its exit must wait for the work a command left (the BH work that
+    sends the ACK and runs the keys): rmmod comes right after one."""
+    key = secrets.token_hex(16)
+    keyfile = os.path.join(workdir, "netsysrq.key")
+    with open(keyfile, "w") as f:
+        f.write(key + "\n")
+    rc, out = g.run("insmod /netsysrq.ko %s key=%s" % (
+        npng.netsysrq_arg(), key), timeout=30, check=False)
+    check("netsysrq_insmod", rc == 0, out or "loaded")
+    rc, out = netsysrq_tool(keyfile, "h", 10)
+    check("netsysrq_ack", rc == 0 and "acked_ms" in out, npng.one_line(out))
+    rc, out = g.run("rmmod netsysrq", timeout=30, check=False)
+    check("netsysrq_rmmod", rc == 0, out or "unloaded")
+    rc, out = netsysrq_tool(keyfile, "h", 2)
+    check("netsysrq_gone", rc == 3, npng.one_line(out))
 
 
 def main():
@@ -98,6 +127,7 @@ def main():
               out.strip().splitlines()[-1] if out.strip() else "no output")
         rc, out = g.run("echo alive", timeout=30, check=False)
         check("alive_after", rc == 0, out)
+        netsysrq_module(g, check, a.workdir)
     except npng.HarnessError as e:
         check("guest", False, e.detail)
     finally:

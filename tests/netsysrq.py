@@ -30,8 +30,9 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
                 is acknowledged, 'n' makes the loop SCHED_OTHER and the
                 shell answers again
   trapped_<m>   for each poll mode m (driver, irq): one COMMAND sent, not
-                repeated, while netpoll_echo traps the CPU for 3 s: it
-                is received by the poller and acknowledged after the trap
+                repeated, while netpoll_echo traps the CPU for 3 s: the
+                poller takes it during the trap (netsysrq's "trapped"
+                counter) and it is acknowledged after the trap
   reboot        'b': acknowledged, and QEMU exits (-no-reboot)
   splat         no BUG/WARNING/Oops in the serial log
 
@@ -372,6 +373,7 @@ class NetsysrqTest(kgdboe.Test):
         g = self.guest
         g.run("echo %s > /sys/module/netpoll/parameters/poll_mode" % mode,
               timeout=20)
+        before = self.stats()
         cmd = "echo 3000 > /sys/kernel/debug/netpoll_echo/trap"
         tag = g.start(cmd)
         time.sleep(0.8)
@@ -383,9 +385,11 @@ class NetsysrqTest(kgdboe.Test):
         _, out = g.run("cat /sys/kernel/debug/netpoll_echo/trap", timeout=20)
         g.run("echo auto > /sys/module/netpoll/parameters/poll_mode",
               timeout=20)
-        if sends != 1 or ms > 5000:
-            raise StepFailed("%d send(s), acknowledged after %.0f ms: not "
-                             "received in the trap" % (sends, ms))
+        trapped = self.stats()["trapped"] - before["trapped"]
+        if sends != 1 or ms > 5000 or trapped != 1:
+            raise StepFailed("%d send(s), acknowledged after %.0f ms, %d "
+                             "datagram(s) taken while trapped: not received "
+                             "in the trap" % (sends, ms, trapped))
         # the answer waits for the trap's end: it was sent inside it
         if ms < 1000:
             raise StepFailed("acknowledged after %.0f ms: the trap was "

@@ -344,7 +344,8 @@ for _nic in REQUIRED:
 
 
 def build_module_kernel():
-    """build/obj-module: kgdboe=m, built incrementally from build/obj."""
+    """build/obj-module: kgdboe=m and netsysrq=m, built incrementally
+    from build/obj; the object folder and the two modules."""
     obj = os.path.join(TOP, "build", "obj-module")
     env = dict(os.environ, OBJ=obj, SEED_OBJ=OBJ, EXTRA_CONFIG=os.path.join(
         TOP, "matrix", "kgdboe-module.config"))
@@ -355,19 +356,22 @@ def build_module_kernel():
         f.write(r.stdout)
     ksft_eq(r.returncode, 0, "module kernel build: " +
             npng.one_line(r.stdout[-300:]))
-    ko = os.path.join(obj, "drivers", "net", "kgdboe.ko")
-    ksft_true(os.path.exists(ko), "no %s" % ko)
-    return obj, ko
+    kos = [os.path.join(obj, "drivers", "net", name + ".ko")
+           for name in ("kgdboe", "netsysrq")]
+    for ko in kos:
+        ksft_true(os.path.exists(ko), "no %s" % ko)
+    return obj, kos
 
 
-def initrd_with(work, path):
-    """The guest's rootfs plus one file at its root (two cpio archives
+def initrd_with(work, paths):
+    """The guest's rootfs plus files at its root (two cpio archives
     concatenated)."""
     stage = tempfile.mkdtemp(dir=work)
     ktap.defer(subprocess.run, ["rm", "-rf", stage])
-    subprocess.run(["cp", path, stage], check=True)
+    subprocess.run(["cp"] + list(paths) + [stage], check=True)
+    names = "".join(os.path.basename(p) + "\n" for p in paths)
     extra = subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"],
-                           input=os.path.basename(path).encode() + b"\n",
+                           input=names.encode(),
                            cwd=stage, stdout=subprocess.PIPE,
                            check=True).stdout
     initrd = os.path.join(work, "initrd.cpio")
@@ -377,15 +381,17 @@ def initrd_with(work, path):
 
 
 @test
-def kgdboe_as_module_2cpu():
-    """kgdboe built as a module (build/obj-module): insmod refuses a bad
-    string and a missing device, loads with a good one, gdb attaches with
-    2 CPUs and detaches, rmmod unregisters it and gdb gets no answer
-    afterwards (tests/kgdboe_module.py)."""
-    obj, ko = build_module_kernel()
+def clients_as_modules_2cpu():
+    """kgdboe and netsysrq built as modules (build/obj-module): kgdboe's
+    insmod refuses a bad string and a missing device, loads with a good
+    one, gdb attaches with 2 CPUs and detaches, rmmod unregisters it and
+    gdb gets no answer afterwards; netsysrq loads with its key, answers a
+    command, unloads right after it and answers nothing afterwards
+    (tests/kgdboe_module.py)."""
+    obj, kos = build_module_kernel()
     work = os.path.join(RESULTS, "kgdboe-module")
     os.makedirs(work, exist_ok=True)
-    initrd = initrd_with(work, ko)
+    initrd = initrd_with(work, kos)
     outpath = os.path.join(work, "kgdboe_module.out")
     with open(outpath, "w") as f:
         rc = npng.run_in_netns(

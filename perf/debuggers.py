@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Three debuggers on the same guest, in one run: kgdboe, kgdboc on QEMU's
+16550 at 115200 baud, and QEMU's own gdbstub (the ceiling: no guest code
+runs while it reads).
+
+Runs inside a network namespace that the caller created (perf/perf.py, or
+npng.run_in_netns).  One boot of the series kernel; for each transport in
+turn, gdb attaches, reads jiffies --reads times, dumps 64 KiB of kernel
+text (compared with vmlinux), continues to a breakpoint on ksys_sync
+(the guest runs `sync`), removes it and detaches.  kgdboc takes over from
+kgdboe through its sysfs parameter and is entered with SysRq g.
+
+Per transport, the metrics are attach_ms, read_ms_median, read_ms_p90,
+dump_kib_s and cont_to_bp_ms; --out writes them as JSON, with the steps.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+import npng  # noqa: E402
+import kgdboe  # noqa: E402
+
+KGDBOC_PORT = 5602      # QEMU's ttyS2, on the namespace's loopback
+GDBSTUB_PORT = 5603     # QEMU's gdbstub
+TRANSPORTS = ("kgdboe", "kgdboc", "gdbstub")
+
+
+class DebuggerBench(kgdboe.Test):
+    def __init__(self, a):
+        super().__init__(a)
+        self.transport = None
+        self.per_transport = {}
+
+    def boot(self):
+        self.guest = npng.Guest(
+            self.a.nic, self.a.workdir, self.a.serial_log, self.a.kernel,
+            self.a.initrd, cpus=self.a.cpus,
+            extra_append=npng.kgdboe_arg() + " " + self.a.append,
+            extra_qemu=["-serial", "tcp:127.0.0.1:%d,server=on,wait=off"
+                        % KGDBOC_PORT,
+                        "-gdb", "tcp:127.0.0.1:%d" % GDBSTUB_PORT])
+        info = self.guest.wait_ready(self.a.boot_timeout)
+        return "%d cpu(s), driver %s" % (info["cpus"], info["driver"])
+
+    def remote_target(self):
+        return {"kgdboe": "udp:%s:%d" % (npng.GUEST_IP, npng.KGDBOE_PORT),
+                "kgdboc": "tcp:127.0.0.1:%d" % KGDBOC_PORT,
+                "gdbstub": "tcp:127.0.0.1:%d" % GDBSTUB_PORT}[self.transport]
+
+    def enter(self):
+        """What stops the kernel for this transport, before gdb attaches:
+        kgdboe breaks in on gdb's first packet, QEMU stops the machine,
+        kgdboc needs SysRq g (the agent waits in it until gdb detaches)."""
+        self.pending_tag = None
+        if self.transport != "kgdboc":
+            return "nothing to do"
+        self.guest.run("echo ttyS2,115200 > "
+                       "/sys/module/kgdboc/parameters/kgdboc", timeout=20)
+        self.pending_tag = self.guest.start("echo g > /proc/sysrq-trigger")
+        time.sleep(1)
+        return "kgdboc on ttyS2 at 115200, SysRq g"
+
+    def leave(self):
+        g = self.gdb
+        g.cmd("-break-delete")
+        g.cmd("-target-detach")
+        self.attached = False
+        g.close()
+        self.guest.finish(self.sync_tag, "sync", timeout=60)
+        if self.pending_tag:
+            self.guest.finish(self.pending_tag, "sysrq g", timeout=60)
+        self.guest.run("echo alive", timeout=20)
+        return "detached, guest runs"
+
+    def one_transport(self, name):
+        self.transport = name
+        self.metrics = {}
+        self.step(name + "_enter", self.enter)
+        if self.step(name + "_attach", self.attach, needs=name + "_enter"):
+            self.step(name + "_reads", self.reads, True)
+            self.step(name + "_dump64k", self.dump64k, True)
+            self.step(name + "_breakpoint", self.breakpoint, True)
+            self.step(name + "_leave", self.leave, True,
+                      needs=name + "_breakpoint")
+        self.per_transport[name] = self.metrics
+
+    def run(self):
+        self.text_start = self.text_addr = self.symbol("_text")
+        if not self.step("boot", self.boot):
+            return
+        for name in self.a.transports.split(","):
+            self.one_transport(name)
+            if not self.passed(name + "_leave"):
+                break
+        self.metrics = self.per_transport
+        self.step("splat", self.splat)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    kgdboe.guest_arguments(p)
+    p.add_argument("--reads", type=int, default=100)
+    p.add_argument("--transports", default=",".join(TRANSPORTS))
+    a = p.parse_args()
+    # what tests/kgdboe.py's Test reads and this script does not vary
+    a.port, a.foreign_ip, a.skip, a.load = npng.KGDBOE_PORT, None, "", False
+    return kgdboe.run_test(DebuggerBench(a), a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

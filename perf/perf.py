@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""make perf: the series against mainline in one interleaved run, and
+three debuggers on one guest.
+
+The run is a chain of small stages:
+
+  samples    for each NIC, --reps pairs of boots of the two kernels in
+             ABBA order (mainline first in even pairs, the series first in
+             odd ones), each a matrix cell (matrix/cell.py --steps perf):
+             iperf3 alone each way, a netconsole burst idle and during
+             each load.  Mainline has netconsole only; the series has
+             netconsole, kgdboe and the echo client registered and idle.
+  debuggers  perf/debuggers.py on e1000 (series kernel): kgdboe, kgdboc on
+             the 16550 at 115200, QEMU's gdbstub
+  summary    per NIC and figure: each kernel's median and min-max, the
+             ratio series/mainline, and a verdict only where the ranges do
+             not overlap; the goals of the benchmark
+  report     perf.json (raw samples included), perf.md, and the plots
+
+Timings on this machine vary by about +-20% from run to run: compare
+figures of one run only.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+import types
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+sys.path.insert(0, os.path.join(TOP, "perf"))
+import npng  # noqa: E402
+import run as mrun  # noqa: E402  (matrix/run.py)
+import plots  # noqa: E402
+from npng import log  # noqa: E402
+
+KERNELS = {
+    "mainline": {"kernel": os.path.join(npng.BUILD, "obj-base", "arch", "x86",
+                                        "boot", "bzImage"),
+                 "append": ""},
+    "series": {"kernel": os.path.join(npng.BUILD, "obj", "arch", "x86",
+                                      "boot", "bzImage"),
+               "append": npng.kgdboe_arg()},
+}
+DEFAULT_NICS = "e1000,rtl8139,pcnet,ne2k_pci,virtio-net-pci"
+
+# (metric of a cell, what it is, True when higher is better)
+FIGURES = (
+    ("iperf_tx_mbps", "iperf3 guest->host alone, Mbit/s", True),
+    ("iperf_rx_mbps", "iperf3 host->guest alone, Mbit/s", True),
+    ("nc_idle_msgs_per_s", "netconsole messages/s, idle", True),
+    ("nc_idle_us_per_msg", "guest time per netconsole message, idle, us",
+     False),
+    ("nc_load_tx_iperf_mbps", "iperf3 guest->host during a netconsole "
+     "burst, Mbit/s", True),
+    ("nc_load_tx_msgs_per_s", "netconsole messages/s during guest->host "
+     "load", True),
+    ("nc_load_tx_missing", "netconsole messages lost during guest->host "
+     "load", False),
+    ("nc_load_tx_send_p50_us", "netconsole send time p50 during "
+     "guest->host load, us (the series' own histogram; mainline has none)",
+     False),
+    ("nc_load_rx_iperf_mbps", "iperf3 host->guest during a netconsole "
+     "burst, Mbit/s", True),
+    ("nc_load_rx_msgs_per_s", "netconsole messages/s during host->guest "
+     "load", True),
+    ("nc_load_rx_missing", "netconsole messages lost during host->guest "
+     "load", False),
+)
+
+
+# ------------------------------------------------------------- samples
+
+def abba(reps):
+    """The kernel order of each repetition: AB, BA, AB, ..."""
+    pair = ("mainline", "series")
+    return [pair if r % 2 == 0 else pair[::-1] for r in range(reps)]
+
+
+def cell_args(a, kernel):
+    return types.SimpleNamespace(
+        kernel=KERNELS[kernel]["kernel"], initrd=a.initrd, steps="perf",
+        burst=a.burst, iperf_seconds=a.iperf_seconds, cpus=1, echo=0,
+        nc_port=npng.NC_PORT, append=KERNELS[kernel]["append"],
+        verbose=False, cell_timeout=a.cell_timeout)
+
+
+def one_sample(a, idx, nic, kernel, rep):
+    results = os.path.join(a.results, "samples", "%s-%s-%d" % (nic, kernel,
+                                                               rep))
+    os.makedirs(results, exist_ok=True)
+    cell = mrun.run_cell(cell_args(a, kernel), idx, nic,
+                         npng.nic(nic).driver, "driver", results, "")
+    m = dict(cell["metrics"])
+    if m.get("nc_idle_guest_s") and a.burst:
+        m["nc_idle_us_per_msg"] = round(m["nc_idle_guest_s"] * 1e6 /
+                                        a.burst, 1)
+    return {"nic": nic, "kernel": kernel, "rep": rep,
+            "status": cell["status"], "detail": cell.get("detail"),
+            "metrics": m}
+
+
+def run_samples(a):
+    plan = [(nic, kernel, rep) for nic in a.nics
+            for rep, order in enumerate(abba(a.reps)) for kernel in order]
+    samples, t0 = [], time.monotonic()
+    for i, (nic, kernel, rep) in enumerate(plan):
+        s = one_sample(a, i, nic, kernel, rep)
+        samples.append(s)
+        m = s["metrics"]
+        log("[%d/%d] %-15s %-8s rep %d: %s, iperf3 %s/%s Mbit/s, netconsole "
+            "%s msg/s (elapsed %ds)" % (
+                i + 1, len(plan), nic, kernel, rep, s["status"],
+                m.get("iperf_tx_mbps"), m.get("iperf_rx_mbps"),
+                m.get("nc_idle_msgs_per_s"), time.monotonic() - t0))
+    return samples
+
+
+# ----------------------------------------------------------- debuggers
+
+def run_debuggers(a):
+    """perf/debuggers.py in a namespace of its own; its JSON document."""
+    doc = mrun.kgdboe_session(
+        "npng-%d-dbg" % os.getpid(), "debuggers", "e1000", 1,
+        KERNELS["series"]["kernel"], a.initrd, a.results,
+        ["--reads", str(a.reads)], 900, script="perf/debuggers.py")
+    if doc is None:
+        return {"error": "perf/debuggers.py wrote no result"}
+    log("debuggers: %s" % ", ".join(
+        "%s %s" % (st["step"], "pass" if st["pass"] else "FAIL")
+        for st in doc["steps"] if st["pass"] is not True) or "all steps pass")
+    return doc
+
+
+# ------------------------------------------------------------- summary
+
+def spread(values):
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    return {"median": round(statistics.median(vals), 2), "min": vals[0],
+            "max": vals[-1], "n": len(vals), "samples": vals}
+
+
+def verdict(ms, ss):
+    """A ratio only where the two ranges do not overlap."""
+    if not ms or not ss or not ms["median"]:
+        return None, "no data"
+    ratio = round(ss["median"] / ms["median"], 3)
+    if ss["min"] > ms["max"] or ss["max"] < ms["min"]:
+        return ratio, "series/mainline %.2f" % ratio
+    return ratio, "no measurable difference at this noise"
+
+
+def summarize(samples, nics):
+    out = {}
+    for nic in nics:
+        rows = {}
+        for key, _, _ in FIGURES:
+            per = {k: spread(s["metrics"].get(key) for s in samples
+                             if s["nic"] == nic and s["kernel"] == k)
+                   for k in KERNELS}
+            ratio, word = verdict(per["mainline"], per["series"])
+            rows[key] = dict(per, ratio=ratio, verdict=word)
+        out[nic] = rows
+    return out
+
+
+def debugger_figures(doc):
+    m = doc.get("metrics") or {}
+    return {t: m.get(t) or {} for t in ("kgdboe", "kgdboc", "gdbstub")}
+
+
+def goals(summary, dbg):
+    """Whether each goal of the benchmark is met on this machine."""
+    out = []
+    cost = [(nic, key, r["ratio"], r["verdict"])
+            for nic, rows in summary.items()
+            for key, r in rows.items() if key in ("iperf_tx_mbps",
+                                                  "iperf_rx_mbps")]
+    below = [c for c in cost if c[2] is not None and c[2] < 0.98 and
+             not c[3].startswith("no measurable")]
+    out.append(("idle cost of the clients 2% or less (ratio >= 0.98)",
+                "not met: " + ", ".join("%s %s %.2f" % c[:3] for c in below)
+                if below else "met: no ratio below 0.98 outside the noise "
+                "(%d comparisons)" % len(cost)))
+    oe, oc = dbg.get("kgdboe", {}), dbg.get("kgdboc", {})
+    if oe.get("dump_kib_s") and oc.get("dump_kib_s"):
+        x = oe["dump_kib_s"] / oc["dump_kib_s"]
+        out.append(("kgdboe reads 64 KiB 100x faster than kgdboc or more",
+                    "%s: %.0fx" % ("met" if x >= 100 else "not met", x)))
+    if oe.get("read_ms_median") and oc.get("read_ms_median"):
+        x = oc["read_ms_median"] / oe["read_ms_median"]
+        out.append(("kgdboe's command round trip 1/20 of kgdboc's or less",
+                    "%s: 1/%.0f" % ("met" if x >= 20 else "not met", x)))
+    return out
+
+
+# -------------------------------------------------------------- report
+
+def fmt_spread(s):
+    if not s:
+        return "-"
+    return "%g [%g-%g]" % (s["median"], s["min"], s["max"])
+
+
+def markdown(doc, matrix):
+    out = ["# make perf: %s, %d repetitions (ABBA), kernel %s" % (
+        doc["started"], doc["reps"], doc["kernel_version"]), "",
+        "Median [min-max] over the repetitions; a ratio verdict only where "
+        "the ranges do not overlap.", ""]
+    for nic, rows in doc["summary"].items():
+        out += ["## %s" % nic, "", "| figure | mainline | series | ratio | "
+                "verdict |", "|---|---|---|---|---|"]
+        for key, what, _ in FIGURES:
+            r = rows[key]
+            out.append("| %s | %s | %s | %s | %s |" % (
+                what, fmt_spread(r["mainline"]), fmt_spread(r["series"]),
+                r["ratio"] if r["ratio"] is not None else "-", r["verdict"]))
+        out.append("")
+    out += debugger_markdown(doc["debuggers"])
+    out += which_nic(doc, matrix)
+    out += ["## Goals", ""] + ["- %s: %s" % g for g in doc["goals"]]
+    out += ["", "Run took %d s." % doc["elapsed_s"]]
+    return "\n".join(out) + "\n"
+
+
+def debugger_markdown(dbg):
+    out = ["## Debuggers (e1000, series kernel, one boot)", "",
+           "| transport | attach ms | p jiffies median ms | 64 KiB read "
+           "KiB/s | continue to breakpoint ms |", "|---|---|---|---|---|"]
+    for t, m in dbg.items():
+        out.append("| %s | %s | %s | %s | %s |" % (
+            t, m.get("attach_ms", "-"), m.get("read_ms_median", "-"),
+            m.get("dump_kib_s", "-"), m.get("cont_to_bp_ms", "-")))
+    return out + [""]
+
+
+def latest_matrix():
+    """The newest matrix JSON: this machine's build/results, else the one
+    committed under docs/results; (path, document) or (None, None)."""
+    for path in (os.path.join(npng.BUILD, "results", "matrix.json"),
+                 os.path.join(npng.TOP, "docs", "results", "matrix.json")):
+        if os.path.exists(path):
+            with open(path) as f:
+                return os.path.relpath(path, npng.TOP), json.load(f)
+    return None, None
+
+
+def nic_verdict(modes, kgdboe):
+    if modes.get("driver") != "pass":
+        return "avoid: the matrix cell fails (%s)" % modes.get("driver")
+    if kgdboe not in (None, "pass"):
+        return "logging only: kgdboe %s" % kgdboe
+    if modes.get("irq") not in (None, "pass"):
+        return "good, with the driver's poll hook (irq mode: %s)" % \
+            modes.get("irq")
+    return "good: every mode and client passes"
+
+
+def which_nic(doc, matrix):
+    """Per NIC: the perf run's series throughput and netconsole rate, the
+    matrix's kgdboe round trip, netsysrq acknowledgment and irq mode."""
+    out = ["## Which NIC?", "", "Throughput and netconsole rate: this "
+           "run's series medians; kgdboe, netsysrq and the poll modes: "
+           "the matrix (%s)." % doc.get("matrix_source"), "",
+           "| NIC | iperf3 tx/rx Mbit/s | netconsole msg/s | kgdboe p "
+           "jiffies ms | netsysrq ACK ms | irq mode | verdict |",
+           "|---|---|---|---|---|---|---|"]
+    cells = (matrix or {}).get("cells", [])
+    for nic in sorted({c["nic"] for c in cells} | set(doc["summary"])):
+        modes = {c["poll_mode"]: c["status"] for c in cells
+                 if c["nic"] == nic}
+        drv = next((c["metrics"] for c in cells if c["nic"] == nic and
+                    c["poll_mode"] == "driver"), {})
+        rows = doc["summary"].get(nic, {})
+
+        def series(key, src=drv):
+            r = rows.get(key, {}).get("series")
+            return r["median"] if r else src.get(key, "-")
+        out.append("| %s | %s / %s | %s | %s | %s | %s | %s |" % (
+            nic, series("iperf_tx_mbps"), series("iperf_rx_mbps"),
+            series("nc_idle_msgs_per_s"), drv.get("kgdb_cmd_rtt_p50_ms", "-"),
+            drv.get("sysrq_ack_ms", "-"), modes.get("irq", "-"),
+            nic_verdict(modes, drv.get("kgdboe"))))
+    return out + [""]
+
+
+# ---------------------------------------------------------------- main
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nics", default=DEFAULT_NICS)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--burst", type=int, default=2000)
+    p.add_argument("--iperf-seconds", type=int, default=5)
+    p.add_argument("--reads", type=int, default=100)
+    p.add_argument("--no-debuggers", action="store_true")
+    p.add_argument("--cell-timeout", type=int, default=600)
+    p.add_argument("--initrd", default=os.path.join(npng.BUILD,
+                                                    "rootfs.cpio"))
+    p.add_argument("--results", default=os.path.join(npng.BUILD, "results",
+                                                     "perf"))
+    a = p.parse_args()
+    a.nics = [n for n in a.nics.split(",") if n]
+    known = [n.model for n in npng.read_nics()]
+    bad = [n for n in a.nics if n not in known]
+    if bad or a.reps < 1:
+        sys.exit("perf.py: unknown NIC(s) %s (known: %s), or --reps < 1"
+                 % (", ".join(bad), ", ".join(known)))
+    for k in KERNELS.values():
+        if not os.path.exists(k["kernel"]):
+            sys.exit("perf.py: %s missing (make perf builds it)"
+                     % k["kernel"])
+    return a
+
+
+def main():
+    a = parse_args()
+    os.makedirs(a.results, exist_ok=True)
+    t0 = time.monotonic()
+    doc = {"started": datetime.datetime.now(datetime.timezone.utc)
+           .isoformat(timespec="seconds"), "reps": a.reps, "nics": a.nics,
+           "kernel_version": open(os.path.join(npng.BUILD, "kernel-version"))
+           .read().strip(), "burst": a.burst,
+           "iperf_seconds": a.iperf_seconds}
+    log("perf: %d NIC(s) x %d ABBA repetitions x 2 kernels = %d boots%s" % (
+        len(a.nics), a.reps, 2 * a.reps * len(a.nics),
+        "" if a.no_debuggers else ", then the debuggers"))
+    doc["samples"] = run_samples(a)
+    doc["summary"] = summarize(doc["samples"], a.nics)
+    dbg = {} if a.no_debuggers else run_debuggers(a)
+    doc["debugger_run"] = dbg
+    doc["debuggers"] = debugger_figures(dbg) if dbg else {}
+    doc["goals"] = goals(doc["summary"], doc["debuggers"])
+    doc["matrix_source"], matrix = latest_matrix()
+    doc["elapsed_s"] = round(time.monotonic() - t0)
+    npng.write_json(os.path.join(a.results, "perf.json"), doc)
+    with open(os.path.join(a.results, "perf.md"), "w") as f:
+        f.write(markdown(doc, matrix))
+    made = plots.write_all(doc, a.results)
+    log("perf: %s written; plots: %s" % (
+        os.path.relpath(os.path.join(a.results, "perf.md"), npng.TOP),
+        ", ".join(made) or "none (no python3-matplotlib?)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
