@@ -71,9 +71,10 @@ class DebuggerBench(kgdboe.Test):
         g.cmd("-target-detach")
         self.attached = False
         g.close()
-        self.guest.finish(self.sync_tag, "sync", timeout=60)
+        # in the order the agent ran them: SysRq g ended at the continue
         if self.pending_tag:
             self.guest.finish(self.pending_tag, "sysrq g", timeout=60)
+        self.guest.finish(self.sync_tag, "sync", timeout=60)
         self.guest.run("echo alive", timeout=20)
         return "detached, guest runs"
 
