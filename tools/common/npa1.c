@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -229,4 +230,33 @@ int npa1_self_test(void)
 {
 	printf("TAP version 13\n1..%d\n", NPA1_RFC4231_TESTS);
 	return npa1_rfc4231_test(1) ? 1 : 0;
+}
+
+int verbose;
+volatile sig_atomic_t stopping;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+/* sig sets stopping, and the tool's loops end */
+void stop_on(int sig)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigaction(sig, &sa, NULL);
+}
+
+void vlog(const char *prog, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!verbose)
+		return;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", prog);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 }

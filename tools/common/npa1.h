@@ -10,6 +10,7 @@
 #ifndef NPNG_NPA1_H
 #define NPNG_NPA1_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,14 @@ int npa1_read_key(const char *prog, const char *path, struct hmac_sha256 *key);
 int connect_udp(const char *prog, const char *target);
 double now(void);
 int wait_readable(int fd, double until);
+
+/* set by a tool's -v; vlog() prints only then, prefixed with prog */
+extern int verbose;
+/* set by the handler stop_on() installs */
+extern volatile sig_atomic_t stopping;
+void stop_on(int sig);
+void vlog(const char *prog, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 int ktap_result(int n, int pass, const char *name);
 int npa1_rfc4231_test(int first);

@@ -44,37 +44,15 @@ static struct {
 } cnt;
 
 static struct hmac_sha256 key;
-static int verbose;
-/* gdb ends its pipe child with SIGTERM: the counters still get printed */
-static volatile sig_atomic_t stopping;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stopping = 1;
-}
 
 static void catch_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
-
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	/* gdb ends its pipe child with SIGTERM: the counters still get printed */
+	stop_on(SIGTERM);
+	stop_on(SIGHUP);
 	/* Ctrl-C is gdb's to turn into an interrupt packet */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-}
-
-static void vlog(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!verbose)
-		return;
-	va_start(ap, fmt);
-	fputs("kgdboe-bridge: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
 }
 
 static int send_msg(int fd, const struct npa1_msg *m)
@@ -126,7 +104,7 @@ static int handshake(int fd, double rto, double limit, uint64_t *session)
 			continue;
 		}
 		*session = get_be(m.data, 8);
-		vlog("session %016llx\n", (unsigned long long)*session);
+		vlog("kgdboe-bridge", "session %016llx\n", (unsigned long long)*session);
 		return 0;
 	}
 	fprintf(stderr, "kgdboe-bridge: no WELCOME within %.0f s: is kgdboe keyed with this key, and the address right?\n",

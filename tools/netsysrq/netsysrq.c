@@ -94,33 +94,10 @@ struct opts {
 	double rto, timeout;
 };
 
-static int verbose;
-static volatile sig_atomic_t stopping;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stopping = 1;
-}
-
 static void catch_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
-
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-}
-
-static void vlog(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!verbose)
-		return;
-	va_start(ap, fmt);
-	fputs(PROG ": ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
+	stop_on(SIGINT);
+	stop_on(SIGTERM);
 }
 
 static const char *type_name(uint8_t type)
@@ -208,13 +185,13 @@ static int take_reply(struct tool *t, const uint8_t *buf, size_t len,
 
 	if (npa1_open(&t->key, buf, len, &n)) {
 		t->refused++;
-		vlog("drop %zu bytes: not NPA1, or not sealed with our key\n",
+		vlog(PROG, "drop %zu bytes: not NPA1, or not sealed with our key\n",
 		     len);
 		return -1;
 	}
 	if (n.len < PREFIX_LEN) {
 		t->ignored++;
-		vlog("drop %s: %zu-byte payload\n", type_name(n.type), n.len);
+		vlog(PROG, "drop %s: %zu-byte payload\n", type_name(n.type), n.len);
 		return -1;
 	}
 	m->type = n.type;
@@ -225,7 +202,7 @@ static int take_reply(struct tool *t, const uint8_t *buf, size_t len,
 	m->rest_len = n.len - PREFIX_LEN;
 	if (!answers(m, w, t->key_id)) {
 		t->ignored++;
-		vlog("drop %s nonce %016llx key id %08x counter %llu, %zu more bytes: not the %s awaited\n",
+		vlog(PROG, "drop %s nonce %016llx key id %08x counter %llu, %zu more bytes: not the %s awaited\n",
 		     type_name(m->type), (unsigned long long)m->nonce,
 		     m->key_id, (unsigned long long)m->counter, m->rest_len,
 		     type_name(w->type));
@@ -258,7 +235,7 @@ static int exchange(struct tool *t, const uint8_t *out, size_t out_len,
 			if (send_dgram(t, out, out_len))
 				return SEND_FAILED;
 			r->sends++;
-			vlog("send %s #%d, %zu bytes\n", type_name(out[5]),
+			vlog(PROG, "send %s #%d, %zu bytes\n", type_name(out[5]),
 			     r->sends, out_len);
 			next = now() + t->rto;
 		}
@@ -306,14 +283,14 @@ static int query_status(struct tool *t, uint64_t *nonce, uint64_t *last,
 	}
 	len = build_query(t, out, challenge);
 	w = status_wanted(challenge);
-	vlog("QUERY key id %08x challenge %016llx\n", t->key_id,
+	vlog(PROG, "QUERY key id %08x challenge %016llx\n", t->key_id,
 	     (unsigned long long)challenge);
 	rc = exchange(t, out, len, &w, in, &m, r);
 	if (rc != ANSWERED)
 		return no_answer(t, rc, "STATUS");
 	*nonce = m.nonce;
 	*last = get_be(m.rest, 8);
-	vlog("STATUS nonce %016llx last counter %llu\n",
+	vlog(PROG, "STATUS nonce %016llx last counter %llu\n",
 	     (unsigned long long)*nonce, (unsigned long long)*last);
 	return 0;
 }
@@ -328,7 +305,7 @@ static int send_command(struct tool *t, uint64_t nonce, uint64_t counter,
 	struct sysrq_msg m;
 	int rc;
 
-	vlog("COMMAND nonce %016llx counter %llu keys \"%s\"\n",
+	vlog(PROG, "COMMAND nonce %016llx counter %llu keys \"%s\"\n",
 	     (unsigned long long)nonce, (unsigned long long)counter, keys);
 	rc = exchange(t, out, len, &w, in, &m, r);
 	if (rc != ANSWERED)
@@ -712,6 +689,6 @@ int main(int argc, char **argv)
 	print_summary(stdout, &out);
 	if (o.stats_file)
 		write_stats(o.stats_file, &out, &t);
-	vlog("%lu datagrams refused, %lu ignored\n", t.refused, t.ignored);
+	vlog(PROG, "%lu datagrams refused, %lu ignored\n", t.refused, t.ignored);
 	return rc;
 }
