@@ -19,7 +19,14 @@ Steps (--steps full):
   nc_load_rx   the burst while iperf3 loads host->guest
 --steps burst stops after nc_idle (what the tests use), --steps echo
 after trap_echo; --steps perf skips echo and trap_echo (perf/perf.py,
-which also boots mainline, where there is no echo client).
+which also boots mainline, where there is no echo client).  --steps
+sizes (perf/perf.py) runs only bursts of --size-burst records of each
+size in PLAIN_SIZES, then switches netconsole to extended messages and
+runs EXTENDED_SIZES; its guest has no serial console, so that the
+records' cost is netconsole's alone (the other steps' guests print every
+record on ttyS0 too, as a machine with a serial console does; splats are
+then looked for in dmesg).  The benchmarks' bursts (perf, sizes) time every
+write in the guest (kmsg-timed): *_write_us_pct are its percentiles.
 
 The guest boots with netpoll.poll_mode=--poll-mode and the echo client
 (netpoll_echo=6600@192.0.2.2/eth0,@192.0.2.1/<host MAC>).
@@ -36,6 +43,12 @@ import npng  # noqa: E402
 from npng import HarnessError, log  # noqa: E402
 
 ECHO_APPEND = npng.echo_arg()
+# --steps sizes: record sizes in bytes, plain netconsole, then extended
+# (extended 1000-byte records exceed netconsole's 1000-byte chunk with
+# their header: they go out as two fragments)
+PLAIN_SIZES = (64, 256, 512, 1000)
+EXTENDED_SIZES = (64, 512, 1000)
+NC_CONFIGFS = "/sys/kernel/config/netconsole/cmdline0"
 
 
 def _r(v):
@@ -89,17 +102,31 @@ class Cell:
                                "answer)" % what)
         return False
 
-    def burst(self, tag):
-        n = self.a.burst
+    def burst(self, tag, n=None, size=None):
+        """One netconsole burst of n records (default --burst).  The
+        benchmarks (--steps perf, sizes) write them with kmsg-timed, which
+        also times each write; the tests with the nc-burst shell loop."""
+        n = n or self.a.burst
+        timed = self.a.steps in ("perf", "sizes")
+        cmd = "%s %s %d" % ("kmsg-timed" if timed else "nc-burst", tag, n)
+        if size:
+            cmd += " %d" % size
+        dgrams = self.rx.datagrams
         t0 = time.monotonic()
-        rc, out = self.guest.run("nc-burst %s %d" % (tag, n),
-                                 timeout=self.a.burst_timeout)
+        rc, out = self.guest.run(cmd, timeout=self.a.burst_timeout)
         t1 = time.monotonic()
         recs = self.rx.wait_burst(tag, n)
         res = npng.burst_metrics(recs, n)
         m = re.search(r"burst \S+ (\d+) ([\d.]+) ([\d.]+)", out)
         res["guest_s"] = (round(float(m.group(3)) - float(m.group(2)), 2)
                           if m else None)
+        res["datagrams_per_msg"] = round((self.rx.datagrams - dgrams) / n, 2)
+        pct = re.search(r"^us ((?:[\d.]+ ?){101})$", out, re.M)
+        res["us_pct"] = [float(v) for v in pct.group(1).split()] if pct \
+            else None
+        if timed and not pct:
+            self.notes.append("%s: kmsg-timed printed no percentiles: %s"
+                              % (tag, npng.one_line(out, 120)))
         res["host_window"] = (t0, t1)
         self.say("%s: %d/%d received, %d missing, %d reordered, %s msg/s"
                  % (tag, res["received"], n, res["missing"],
@@ -114,6 +141,12 @@ class Cell:
         self.m[prefix + "_duplicates"] = res["duplicates"]
         self.m[prefix + "_msgs_per_s"] = res["msgs_per_s"]
         self.m[prefix + "_guest_s"] = res["guest_s"]
+        self.m[prefix + "_datagrams_per_msg"] = res["datagrams_per_msg"]
+        if res.get("us_pct"):
+            pct = res["us_pct"]
+            self.m[prefix + "_write_us_p50"] = pct[50]
+            self.m[prefix + "_write_us_p99"] = pct[99]
+            self.m[prefix + "_write_us_pct"] = pct
 
     def iperf_args(self, reverse):
         # NIC quirks are data in matrix/nics (ne2k_pci: -w 8K)
@@ -309,6 +342,35 @@ class Cell:
             self.notes.append("%s load stopped during the burst" % what)
             self.check_alive(what)
 
+    def extended_netconsole(self):
+        """The boot target (cmdline0) switched to extended messages
+        through configfs: the same on mainline and on the series."""
+        rc, out = self.guest.run(
+            "mkdir -p %s && cd %s && echo 0 > enabled && "
+            "echo 1 > extended && "
+            "echo 1 > enabled && cat extended enabled" % (NC_CONFIGFS,
+                                                          NC_CONFIGFS),
+            timeout=30, check=False)
+        if out.split()[-2:] != ["1", "1"]:
+            raise HarnessError("fail", "netconsole did not switch to "
+                               "extended messages: %s" % npng.one_line(out))
+
+    def sizes(self):
+        """Netconsole bursts of --size-burst records per size, plain then
+        extended."""
+        n = self.a.size_burst
+        for size in PLAIN_SIZES:
+            self.put_burst("nc_plain%d" % size,
+                           self.burst("p%d" % size, n, size))
+        self.extended_netconsole()
+        for size in EXTENDED_SIZES:
+            self.put_burst("nc_ext%d" % size,
+                           self.burst("e%d" % size, n, size))
+        # no serial console: the kernel's log for the splat check
+        rc, out = self.guest.run("dmesg", timeout=60, check=False)
+        with open(self.a.serial_log + ".dmesg", "w") as f:
+            f.write(out)
+
     def run(self):
         a = self.a
         t_boot = time.monotonic()
@@ -318,13 +380,17 @@ class Cell:
                                     ECHO_APPEND,
                                     "netpoll.poll_mode=%s" % a.poll_mode,
                                     a.append]),
-                                nc_port=a.nc_port)
+                                nc_port=a.nc_port,
+                                serial_console=a.steps != "sizes")
         info = self.guest.wait_ready(a.boot_timeout)
         self.m["boot_s"] = round(time.monotonic() - t_boot, 1)
         self.say("booted in %.1fs: %s, driver %s" % (
             self.m["boot_s"], info["release"], info["driver"]))
         self.rx = npng.NcReceiver(port=npng.NC_PORT,
                                   logpath=a.serial_log + ".netconsole")
+        if a.steps == "sizes":
+            self.sizes()
+            return
         self.put_burst("nc_idle", self.burst("idle"))
         if a.steps == "burst":
             return
@@ -342,6 +408,8 @@ class Cell:
     def result(self, status, detail):
         info = self.guest.info if self.guest else {}
         splat = npng.first_splat(self.a.serial_log)
+        if not splat and os.path.exists(self.a.serial_log + ".dmesg"):
+            splat = npng.first_splat(self.a.serial_log + ".dmesg")
         if splat and status in ("pass", "loss"):
             status, detail = "splat", splat
         return {
@@ -369,7 +437,8 @@ def classify(cell):
     if cell.wedged:
         return "rx-wedged", cell.wedged
     lost = list(cell.lost)
-    for p in ("nc_idle", "nc_load_tx", "nc_load_rx"):
+    for p in sorted(k[:-len("_missing")] for k in m
+                    if k.startswith("nc_") and k.endswith("_missing")):
         if m.get(p + "_missing"):
             lost.append("%s lost %d/%d" % (p, m[p + "_missing"],
                                            m[p + "_sent"]))
@@ -380,6 +449,9 @@ def classify(cell):
     if cell.a.steps in ("full", "perf") and \
             m.get("nc_load_rx_sent") is None:
         return "fail", "not every step ran"
+    if cell.a.steps == "sizes" and \
+            m.get("nc_ext%d_sent" % EXTENDED_SIZES[-1]) is None:
+        return "fail", "not every size ran"
     return "pass", ""
 
 
@@ -392,12 +464,15 @@ def main():
     p.add_argument("--workdir", required=True)
     p.add_argument("--kernel", required=True)
     p.add_argument("--initrd", required=True)
-    p.add_argument("--steps", choices=("full", "burst", "echo", "perf"),
+    p.add_argument("--steps", choices=("full", "burst", "echo", "perf",
+                                          "sizes"),
                    default="full")
     p.add_argument("--echo", type=int, default=1000,
                    help="datagrams per echo measurement")
     p.add_argument("--trap-ms", type=int, default=6000)
     p.add_argument("--burst", type=int, default=5000)
+    p.add_argument("--size-burst", type=int, default=1000,
+                   help="records per size with --steps sizes")
     p.add_argument("--burst-timeout", type=int, default=300)
     p.add_argument("--boot-timeout", type=int, default=180)
     p.add_argument("--iperf-seconds", type=int, default=5)

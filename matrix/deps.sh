@@ -9,9 +9,10 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 debdir=$top/build/debs
 
 check_pkgs="python3 pyflakes3 shellcheck git"
+# gcc-multilib: the i386 libc that the guest's kmsg-timed links with
 host_pkgs="$check_pkgs linux-source-6.12 qemu-system-x86 gdb iperf3 socat bc bison flex
 	libelf-dev libssl-dev cpio xz-utils make gcc git iproute2 kmod python3
-	perl rsync iputils-ping procps python3-matplotlib"
+	perl rsync iputils-ping procps python3-matplotlib gcc-multilib"
 # util-linux: only its chrt goes into the rootfs (a real-time runaway task)
 guest_pkgs="busybox-static:i386 iperf3:i386 libiperf0:i386 libc6:i386
 	libssl3:i386 libsctp1:i386 util-linux:i386"

@@ -73,10 +73,12 @@ def echo_arg():
     return "netpoll_echo=" + netpoll_target(ECHO_PORT)
 
 
-def guest_append(extra="", nc_port=NC_PORT):
-    """The guest kernel's command line: console, static IP, netconsole."""
+def guest_append(extra="", nc_port=NC_PORT, serial_console=True):
+    """The guest kernel's command line: console, static IP, netconsole.
+    Without serial_console, printk writes to netconsole alone (the serial
+    log then has nothing of the kernel's)."""
     return " ".join([
-        "console=ttyS0,115200",
+        "console=ttyS0,115200" if serial_console else "",
         "ip=%s::%s:255.255.255.0:npng:eth0:off" % (GUEST_IP, HOST_IP),
         netconsole_arg(nc_port), "printk.devkmsg=on", "panic=-1",
         extra]).strip()
@@ -503,7 +505,7 @@ class Guest:
 
     def __init__(self, model, workdir, serial_log, kernel, initrd,
                  cpus=1, mem=256, extra_append="", nc_port=NC_PORT,
-                 extra_qemu=()):
+                 extra_qemu=(), serial_console=True):
         self.model = model
         self.serial_log = serial_log
         self.ctl_path = os.path.join(workdir, "ctl.sock")
@@ -511,7 +513,7 @@ class Guest:
         self.seq = 0
         self.sock = None
         self.info = {}
-        append = guest_append(extra_append, nc_port)
+        append = guest_append(extra_append, nc_port, serial_console)
         self.argv = qemu_argv(model, kernel, initrd, append, serial_log,
                               ctl_path=self.ctl_path, cpus=cpus, mem=mem,
                               extra=extra_qemu)

@@ -50,6 +50,8 @@ def run_cell(args, idx, nic, driver, mode, results, stamp):
             "--cpus", str(args.cpus), "--poll-mode", mode,
             "--echo", str(args.echo),
             "--nc-port", str(args.nc_port), "--append", args.append]
+    if getattr(args, "size_burst", None):
+        argv += ["--size-burst", str(args.size_burst)]
     if args.verbose:
         argv.append("-v")
     try:

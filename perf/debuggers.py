@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""Three debuggers on the same guest, in one run: kgdboe, kgdboc on QEMU's
-16550 at 115200 baud, and QEMU's own gdbstub (the ceiling: no guest code
-runs while it reads).
+"""The debuggers on the same guest, in one run: kgdboe in plain and in
+authenticated mode, kgdboc on QEMU's 16550 at 115200 baud, and QEMU's own
+gdbstub (the ceiling: no guest code runs while it reads).
 
 Runs inside a network namespace that the caller created (perf/perf.py, or
 npng.run_in_netns).  One boot of the series kernel; for each transport in
-turn, gdb attaches, reads jiffies --reads times, dumps 64 KiB of kernel
-text (compared with vmlinux), continues to a breakpoint on ksys_sync
-(the guest runs `sync`), removes it and detaches.  kgdboc takes over from
-kgdboe through its sysfs parameter and is entered with SysRq g.
+turn, gdb attaches, reads jiffies --reads times, reads kernel text in
+READ_SIZES pieces (READ_REPEATS of each, at fresh addresses), dumps 64 KiB
+of kernel text (compared with vmlinux), continues to a breakpoint on
+ksys_sync (the guest runs `sync`), removes it and detaches.
+kgdboe-auth writes a random key to kgdboe's key parameter and gdb goes
+through build/kgdboe-bridge; kgdboc takes over from kgdboe through its
+sysfs parameter and is entered with SysRq g.
 
 Per transport, the metrics are attach_ms, read_ms_median, read_ms_p90,
+read_kib_s (read size in bytes -> KiB/s, median of the repeats),
 dump_kib_s and cont_to_bp_ms; --out writes them as JSON, with the steps.
 """
 
 import argparse
 import os
+import secrets
+import statistics
 import sys
 import time
 
@@ -27,7 +33,10 @@ import kgdboe  # noqa: E402
 
 KGDBOC_PORT = 5602      # QEMU's ttyS2, on the namespace's loopback
 GDBSTUB_PORT = 5603     # QEMU's gdbstub
-TRANSPORTS = ("kgdboe", "kgdboc", "gdbstub")
+TRANSPORTS = ("kgdboe", "kgdboe-auth", "kgdboc", "gdbstub")
+READ_SIZES = (64, 256, 1024, 4096, 16384)
+READ_REPEATS = 3
+SLOW_READ_S = 2.0   # a transport this slow per read skips larger sizes
 
 
 class DebuggerBench(kgdboe.Test):
@@ -35,6 +44,7 @@ class DebuggerBench(kgdboe.Test):
         super().__init__(a)
         self.transport = None
         self.per_transport = {}
+        self.key_file = os.path.join(a.workdir, "kgdboe.key")
 
     def boot(self):
         self.guest = npng.Guest(
@@ -48,7 +58,10 @@ class DebuggerBench(kgdboe.Test):
         return "%d cpu(s), driver %s" % (info["cpus"], info["driver"])
 
     def remote_target(self):
-        return {"kgdboe": "udp:%s:%d" % (npng.GUEST_IP, npng.KGDBOE_PORT),
+        guest = "%s:%d" % (npng.GUEST_IP, npng.KGDBOE_PORT)
+        return {"kgdboe": "udp:" + guest,
+                "kgdboe-auth": "| %s --key-file %s %s" % (
+                    npng.BRIDGE, self.key_file, guest),
                 "kgdboc": "tcp:127.0.0.1:%d" % KGDBOC_PORT,
                 "gdbstub": "tcp:127.0.0.1:%d" % GDBSTUB_PORT}[self.transport]
 
@@ -57,6 +70,8 @@ class DebuggerBench(kgdboe.Test):
         kgdboe breaks in on gdb's first packet, QEMU stops the machine,
         kgdboc needs SysRq g (the agent waits in it until gdb detaches)."""
         self.pending_tag = None
+        if self.transport == "kgdboe-auth":
+            return self.set_key()
         if self.transport != "kgdboc":
             return "nothing to do"
         self.guest.run("echo ttyS2,115200 > "
@@ -64,6 +79,47 @@ class DebuggerBench(kgdboe.Test):
         self.pending_tag = self.guest.start("echo g > /proc/sysrq-trigger")
         time.sleep(1)
         return "kgdboc on ttyS2 at 115200, SysRq g"
+
+    def set_key(self):
+        """kgdboe in authenticated mode: a random key, in a file for the
+        bridge and in kgdboe's write-only parameter."""
+        key = secrets.token_hex(32)
+        with open(self.key_file, "w") as f:
+            f.write(key + "\n")
+        self.guest.run("echo %s > /sys/module/kgdboe/parameters/key" % key,
+                       timeout=20)
+        rc, dm = self.guest.run("dmesg | grep kgdboe | tail -n 3",
+                                timeout=20, check=False)
+        if "authenticated" not in dm:
+            raise kgdboe.StepFailed("not in authenticated mode: %s"
+                                    % npng.one_line(dm))
+        return "authenticated mode, gdb through %s" % \
+            os.path.relpath(npng.BRIDGE, npng.TOP)
+
+    def read_sizes(self):
+        """Kernel text read READ_REPEATS times per size, each time at an
+        address gdb has not read (no cache can answer).  Once one size's
+        median read takes SLOW_READ_S, the larger sizes are left out
+        (kgdboc: 16 KiB would take 3 x 12 s at a flat rate)."""
+        addr = self.text_addr + 2 * 65536
+        rates, out = {}, []
+        for size in READ_SIZES:
+            times = []
+            for _ in range(READ_REPEATS):
+                t = time.monotonic()
+                self.gdb.cmd("-data-read-memory-bytes 0x%x %d" % (addr, size),
+                             timeout=120)
+                times.append(time.monotonic() - t)
+                addr += size
+            rates[str(size)] = round(size / 1024 / statistics.median(times),
+                                     1)
+            out.append("%d B %.1f KiB/s" % (size, rates[str(size)]))
+            if statistics.median(times) > SLOW_READ_S:
+                out.append("larger sizes left out (%.1f s per read)"
+                           % statistics.median(times))
+                break
+        self.metrics["read_kib_s"] = rates
+        return ", ".join(out)
 
     def leave(self):
         g = self.gdb
@@ -84,6 +140,7 @@ class DebuggerBench(kgdboe.Test):
         self.step(name + "_enter", self.enter)
         if self.step(name + "_attach", self.attach, needs=name + "_enter"):
             self.step(name + "_reads", self.reads, True)
+            self.step(name + "_read_sizes", self.read_sizes, True)
             self.step(name + "_dump64k", self.dump64k, True)
             self.step(name + "_breakpoint", self.breakpoint, True)
             self.step(name + "_leave", self.leave, True,

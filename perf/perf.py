@@ -10,8 +10,13 @@ The run is a chain of small stages:
              iperf3 alone each way, a netconsole burst idle and during
              each load.  Mainline has netconsole only; the series has
              netconsole, kgdboe and the echo client registered and idle.
-  debuggers  perf/debuggers.py on e1000 (series kernel): kgdboe, kgdboc on
-             the 16550 at 115200, QEMU's gdbstub
+  sizes      on --sizes-nic (e1000), --size-reps ABBA pairs of the two
+             kernels, each with 1 and with 2 guest CPUs (matrix/cell.py
+             --steps sizes): netconsole bursts of 64 to 1000-byte records,
+             plain and extended (extended 1000 B records fragment)
+  debuggers  perf/debuggers.py on e1000 (series kernel): kgdboe plain and
+             authenticated, kgdboc on the 16550 at 115200, QEMU's gdbstub,
+             with one guest CPU; then kgdboe alone with two
   summary    per NIC and figure: each kernel's median and min-max, the
              ratio series/mainline, and a verdict only where the ranges do
              not overlap; the goals of the benchmark
@@ -25,6 +30,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -34,6 +40,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "matrix"))
 sys.path.insert(0, os.path.join(TOP, "perf"))
 import npng  # noqa: E402
+import cell as mcell  # noqa: E402  (matrix/cell.py)
 import run as mrun  # noqa: E402  (matrix/run.py)
 import plots  # noqa: E402
 from npng import log  # noqa: E402
@@ -55,6 +62,10 @@ FIGURES = (
     ("nc_idle_msgs_per_s", "netconsole messages/s, idle", True),
     ("nc_idle_us_per_msg", "guest time per netconsole message, idle, us",
      False),
+    ("nc_idle_write_us_p50", "one netconsole message's write, idle, p50 "
+     "us", False),
+    ("nc_idle_write_us_p99", "one netconsole message's write, idle, p99 "
+     "us", False),
     ("nc_load_tx_iperf_mbps", "iperf3 guest->host during a netconsole "
      "burst, Mbit/s", True),
     ("nc_load_tx_msgs_per_s", "netconsole messages/s during guest->host "
@@ -81,20 +92,27 @@ def abba(reps):
     return [pair if r % 2 == 0 else pair[::-1] for r in range(reps)]
 
 
-def cell_args(a, kernel):
+def cell_args(a, kernel, steps="perf", cpus=1):
     return types.SimpleNamespace(
-        kernel=KERNELS[kernel]["kernel"], initrd=a.initrd, steps="perf",
-        burst=a.burst, iperf_seconds=a.iperf_seconds, cpus=1, echo=0,
+        kernel=KERNELS[kernel]["kernel"], initrd=a.initrd, steps=steps,
+        burst=a.burst, size_burst=a.size_burst,
+        iperf_seconds=a.iperf_seconds, cpus=cpus, echo=0,
         nc_port=npng.NC_PORT, append=KERNELS[kernel]["append"],
         verbose=False, cell_timeout=a.cell_timeout)
 
 
-def one_sample(a, idx, nic, kernel, rep):
-    results = os.path.join(a.results, "samples", "%s-%s-%d" % (nic, kernel,
-                                                               rep))
+def one_cell(a, idx, nic, kernel, rep, steps="perf", cpus=1):
+    """A matrix cell in a results directory of its own; the cell."""
+    results = os.path.join(a.results, steps if steps != "perf" else
+                           "samples", "%s-%s-%dcpu-%d" % (nic, kernel,
+                                                          cpus, rep))
     os.makedirs(results, exist_ok=True)
-    cell = mrun.run_cell(cell_args(a, kernel), idx, nic,
+    return mrun.run_cell(cell_args(a, kernel, steps, cpus), idx, nic,
                          npng.nic(nic).driver, "driver", results, "")
+
+
+def one_sample(a, idx, nic, kernel, rep):
+    cell = one_cell(a, idx, nic, kernel, rep)
     m = dict(cell["metrics"])
     if m.get("nc_idle_guest_s") and a.burst:
         m["nc_idle_us_per_msg"] = round(m["nc_idle_guest_s"] * 1e6 /
@@ -120,19 +138,51 @@ def run_samples(a):
     return samples
 
 
+def run_sizes(a):
+    """Netconsole against record size, 1 and 2 guest CPUs, both kernels."""
+    plan = [(kernel, cpus, rep)
+            for rep, order in enumerate(abba(a.size_reps))
+            for kernel in order for cpus in (1, 2)]
+    samples, t0 = [], time.monotonic()
+    for i, (kernel, cpus, rep) in enumerate(plan):
+        cell = one_cell(a, 1000 + i, a.sizes_nic, kernel, rep, "sizes",
+                        cpus)
+        m = cell["metrics"]
+        samples.append({"nic": a.sizes_nic, "kernel": kernel, "cpus": cpus,
+                        "rep": rep, "status": cell["status"],
+                        "detail": cell.get("detail"), "metrics": m})
+        log("[sizes %d/%d] %s %-8s %d cpu(s) rep %d: %s, msg/s %s "
+            "(elapsed %ds)" % (
+                i + 1, len(plan), a.sizes_nic, kernel, cpus, rep,
+                cell["status"], " ".join(
+                    "%s:%s" % (p, m.get("nc_%s_msgs_per_s" % p))
+                    for p in size_prefixes()), time.monotonic() - t0))
+    return samples
+
+
+def size_prefixes():
+    """The metric prefixes of a sizes cell, in its order: plain64 ..."""
+    return ["plain%d" % n for n in mcell.PLAIN_SIZES] + \
+        ["ext%d" % n for n in mcell.EXTENDED_SIZES]
+
+
 # ----------------------------------------------------------- debuggers
 
-def run_debuggers(a):
+def run_debuggers(a, cpus=1, transports=None):
     """perf/debuggers.py in a namespace of its own; its JSON document."""
+    extra = ["--reads", str(a.reads)]
+    if transports:
+        extra += ["--transports", transports]
     doc = mrun.kgdboe_session(
-        "npng-%d-dbg" % os.getpid(), "debuggers", "e1000", 1,
-        KERNELS["series"]["kernel"], a.initrd, a.results,
-        ["--reads", str(a.reads)], 900, script="perf/debuggers.py")
+        "npng-%d-dbg%d" % (os.getpid(), cpus), "debuggers-%dcpu" % cpus,
+        "e1000", cpus, KERNELS["series"]["kernel"], a.initrd, a.results,
+        extra, 900, script="perf/debuggers.py")
     if doc is None:
         return {"error": "perf/debuggers.py wrote no result"}
-    log("debuggers: %s" % ", ".join(
+    log("debuggers, %d cpu(s): %s" % (cpus, ", ".join(
         "%s %s" % (st["step"], "pass" if st["pass"] else "FAIL")
-        for st in doc["steps"] if st["pass"] is not True) or "all steps pass")
+        for st in doc["steps"] if st["pass"] is not True) or
+        "all steps pass"))
     return doc
 
 
@@ -146,11 +196,18 @@ def spread(values):
             "max": vals[-1], "n": len(vals), "samples": vals}
 
 
+MIN_REPS_FOR_VERDICT = 3
+
+
 def verdict(ms, ss):
-    """A ratio only where the two ranges do not overlap."""
+    """A ratio only where the two ranges do not overlap, with at least
+    MIN_REPS_FOR_VERDICT samples each (one sample is a range of one
+    point: any two would 'not overlap')."""
     if not ms or not ss or not ms["median"]:
         return None, "no data"
     ratio = round(ss["median"] / ms["median"], 3)
+    if min(ms["n"], ss["n"]) < MIN_REPS_FOR_VERDICT:
+        return ratio, "too few repetitions for a verdict"
     if ss["min"] > ms["max"] or ss["max"] < ms["min"]:
         return ratio, "series/mainline %.2f" % ratio
     return ratio, "no measurable difference at this noise"
@@ -170,20 +227,46 @@ def summarize(samples, nics):
     return out
 
 
+def summarize_sizes(samples):
+    """Per record size: per kernel and CPU count, the spread of the
+    delivered rate, of the write time's median and of datagrams per
+    record, and the records lost."""
+    out = {}
+    for p in size_prefixes():
+        row = {}
+        for k in KERNELS:
+            for cpus in (1, 2):
+                mine = [s["metrics"] for s in samples
+                        if s["kernel"] == k and s["cpus"] == cpus]
+                row["%s-%dcpu" % (k, cpus)] = {
+                    f: spread(m.get("nc_%s_%s" % (p, f)) for m in mine)
+                    for f in ("msgs_per_s", "write_us_p50",
+                              "datagrams_per_msg")}
+                row["%s-%dcpu" % (k, cpus)]["missing"] = sum(
+                    m.get("nc_%s_missing" % p) or 0 for m in mine)
+        out[p] = row
+    return out
+
+
 def debugger_figures(doc):
     m = doc.get("metrics") or {}
-    return {t: m.get(t) or {} for t in ("kgdboe", "kgdboc", "gdbstub")}
+    return {t: m[t] for t in ("kgdboe", "kgdboe-auth", "kgdboc", "gdbstub")
+            if m.get(t)}
 
 
 def idle_cost_goal(cost):
     """cost: (nic, figure, ratio, verdict) of the iperf3 comparisons."""
     ratios = [c[2] for c in cost if c[2] is not None]
+    # only where a verdict was given: ranges apart, enough samples
     below = [c for c in cost if c[2] is not None and c[2] < 0.98 and
-             not c[3].startswith("no measurable")]
+             c[3].startswith("series/mainline")]
     if below:
         return "not met: " + ", ".join("%s %s %.2f" % c[:3] for c in below)
     if not ratios:
         return "no data"
+    if any(c[3].startswith("too few") for c in cost):
+        return "not shown: too few repetitions for a verdict (REPS >= %d)" \
+            % MIN_REPS_FOR_VERDICT
     if min(ratios) >= 0.98:
         return "met: every ratio of medians >= 0.98 (%d comparisons)" % \
             len(ratios)
@@ -235,21 +318,64 @@ def markdown(doc, matrix):
                 what, fmt_spread(r["mainline"]), fmt_spread(r["series"]),
                 r["ratio"] if r["ratio"] is not None else "-", r["verdict"]))
         out.append("")
-    out += debugger_markdown(doc["debuggers"])
+    out += sizes_markdown(doc)
+    out += debugger_markdown(doc["debuggers"], doc.get("debuggers_2cpu"))
     out += which_nic(doc, matrix)
     out += ["## Goals", ""] + ["- %s: %s" % g for g in doc["goals"]]
     out += ["", "Run took %d s." % doc["elapsed_s"]]
     return "\n".join(out) + "\n"
 
 
-def debugger_markdown(dbg):
-    out = ["## Debuggers (e1000, series kernel, one boot)", "",
+def sizes_markdown(doc):
+    rows = doc.get("sizes_summary")
+    if not rows:
+        return []
+    cols = ["%s-%dcpu" % (k, c) for c in (1, 2) for k in KERNELS]
+    out = ["## Netconsole against record size (%s, idle)" % doc.get(
+        "sizes_nic"), "", "%d records per size and boot, %d ABBA pairs; "
+        "plain records, then the same boot switched to extended messages "
+        "(configfs).  Median [min-max] over the boots." % (
+            doc.get("size_burst", 0), doc.get("size_reps", 0)), ""]
+    for field, what in (("msgs_per_s", "records/s delivered"),
+                        ("write_us_p50", "median write time per record, "
+                         "us"),
+                        ("datagrams_per_msg", "datagrams per record")):
+        out += ["| %s | %s |" % (what, " | ".join(
+            c.replace("-1cpu", ", 1 CPU").replace("-2cpu", ", 2 CPUs")
+            for c in cols)),
+            "|---|" + "---|" * len(cols)]
+        for p, row in rows.items():
+            kind, size = re.match(r"([a-z]+)(\d+)", p).groups()
+            out.append("| %s B %s | %s |" % (
+                size, "extended" if kind == "ext" else "plain", " | ".join(fmt_spread(row[c][field])
+                                         for c in cols)))
+        out.append("")
+    lost = {c: sum(r[c]["missing"] for r in rows.values()) for c in cols}
+    out += ["Records lost: %s." % ", ".join("%s %d" % kv
+                                            for kv in lost.items()), ""]
+    return out
+
+
+def debugger_markdown(dbg, dbg2=None):
+    rows = [(t, m) for t, m in dbg.items()] + \
+        [("%s, 2 CPUs" % t, m) for t, m in (dbg2 or {}).items()]
+    out = ["## Debuggers (e1000, series kernel, one boot per CPU count)", "",
            "| transport | attach ms | p jiffies median ms | 64 KiB read "
            "KiB/s | continue to breakpoint ms |", "|---|---|---|---|---|"]
-    for t, m in dbg.items():
+    for t, m in rows:
         out.append("| %s | %s | %s | %s | %s |" % (
             t, m.get("attach_ms", "-"), m.get("read_ms_median", "-"),
             m.get("dump_kib_s", "-"), m.get("cont_to_bp_ms", "-")))
+    sizes = sorted({int(n) for _, m in rows for n in m.get("read_kib_s", {})})
+    if sizes:
+        out += ["", "Read rate, KiB/s, against the size of one read "
+                "(median of 3 reads at fresh addresses):", "",
+                "| transport | %s |" % " | ".join("%d B" % n for n in sizes),
+                "|---|" + "---|" * len(sizes)]
+        for t, m in rows:
+            r = m.get("read_kib_s", {})
+            out.append("| %s | %s |" % (t, " | ".join(
+                str(r.get(str(n), "-")) for n in sizes)))
     return out + [""]
 
 
@@ -312,6 +438,10 @@ def parse_args():
     p.add_argument("--burst", type=int, default=2000)
     p.add_argument("--iperf-seconds", type=int, default=5)
     p.add_argument("--reads", type=int, default=100)
+    p.add_argument("--sizes-nic", default="e1000")
+    p.add_argument("--size-reps", type=int, default=2,
+                   help="ABBA pairs of the size stage (0: none)")
+    p.add_argument("--size-burst", type=int, default=1000)
     p.add_argument("--no-debuggers", action="store_true")
     p.add_argument("--report-only", action="store_true",
                    help="no guest: the summary, perf.md and the plots again "
@@ -338,6 +468,7 @@ def parse_args():
 def write_report(doc, results):
     """The summary and goals from the samples; perf.json, perf.md, plots."""
     doc["summary"] = summarize(doc["samples"], doc["nics"])
+    doc["sizes_summary"] = summarize_sizes(doc.get("size_samples", []))
     doc["goals"] = goals(doc["summary"], doc["debuggers"])
     doc["matrix_source"], matrix = latest_matrix()
     npng.write_json(os.path.join(results, "perf.json"), doc)
@@ -361,14 +492,20 @@ def main():
            .isoformat(timespec="seconds"), "reps": a.reps, "nics": a.nics,
            "kernel_version": open(os.path.join(npng.BUILD, "kernel-version"))
            .read().strip(), "burst": a.burst,
-           "iperf_seconds": a.iperf_seconds}
-    log("perf: %d NIC(s) x %d ABBA repetitions x 2 kernels = %d boots%s" % (
-        len(a.nics), a.reps, 2 * a.reps * len(a.nics),
-        "" if a.no_debuggers else ", then the debuggers"))
+           "iperf_seconds": a.iperf_seconds, "sizes_nic": a.sizes_nic,
+           "size_reps": a.size_reps, "size_burst": a.size_burst}
+    log("perf: %d NIC(s) x %d ABBA repetitions x 2 kernels = %d boots, "
+        "then %d boots of record sizes%s" % (
+            len(a.nics), a.reps, 2 * a.reps * len(a.nics),
+            4 * a.size_reps, "" if a.no_debuggers else ", then the debuggers"))
     doc["samples"] = run_samples(a)
+    doc["size_samples"] = run_sizes(a)
     dbg = {} if a.no_debuggers else run_debuggers(a)
-    doc["debugger_run"] = dbg
+    dbg2 = {} if a.no_debuggers else run_debuggers(a, 2,
+                                                   "kgdboe,kgdboe-auth")
+    doc["debugger_run"], doc["debugger_run_2cpu"] = dbg, dbg2
     doc["debuggers"] = debugger_figures(dbg) if dbg else {}
+    doc["debuggers_2cpu"] = debugger_figures(dbg2) if dbg2 else {}
     doc["elapsed_s"] = round(time.monotonic() - t0)
     write_report(doc, a.results)
     return 0

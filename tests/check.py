@@ -362,8 +362,11 @@ def perf_order_and_verdicts():
             "no measurable difference at this noise")
     ratio, word = perf.verdict(base, perf.spread([60, 70, 65]))
     ksft_eq((ratio, word), (0.591, "series/mainline 0.59"))
+    ksft_eq(perf.verdict(perf.spread([100]), perf.spread([60]))[1],
+            "too few repetitions for a verdict")
     samples = [{"nic": "e1000", "kernel": k, "metrics": {"iperf_tx_mbps": v}}
-               for k, vals in (("mainline", [100, 101]), ("series", [90, 91]))
+               for k, vals in (("mainline", [100, 101, 102]),
+                               ("series", [90, 91, 92]))
                for v in vals]
     summary = perf.summarize(samples, ["e1000"])
     goal = perf.goals(summary, {})[0]
