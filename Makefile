@@ -4,8 +4,9 @@
 #   make test     all set-up, then the test suite
 #   make check    the fast lane: parsers on fixtures, pyflakes3, shellcheck
 #                 (no kernel, no QEMU, under a minute)
-#   make perf     the series against mainline (ABBA, REPS=5 boots each) and
-#                 kgdboe/kgdboc/gdbstub, with plots (build/results/perf/)
+#   make perf     the series against mainline (ABBA, REPS=5 boots each), netconsole
+#                 against record size (1 and 2 CPUs), and
+#                 kgdboe (plain, authenticated)/kgdboc/gdbstub, with plots (build/results/perf/)
 #   make bridge   the host tools: build/kgdboe-bridge, gdb's pipe to kgdboe's
 #                 authenticated mode (tools/kgdboe-bridge), and build/netsysrq,
 #                 authenticated SysRq over UDP (tools/netsysrq; also
