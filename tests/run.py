@@ -343,6 +343,25 @@ for _nic in REQUIRED:
     named("netsysrq_%s" % _nic.model, netsysrq_test(_nic.model))
 
 
+def netpoll_core_test(nic, mode):
+    def fn():
+        doc = run_script("netpoll_core-%s-%s" % (nic, mode), nic,
+                         "netpoll_core.py", "--append",
+                         "netpoll.poll_mode=%s" % mode, timeout=600)
+        t, b = doc["metrics"]["torture"], doc["metrics"]["bounded"]
+        ktap.ksft_pr("netpoll_core %s %s: 100 traps under iperf3 --bidir: %s "
+                     "answers queued and received, queue empty; txq_max 2: "
+                     "%s queued, %s dropped and counted; fragments: %s" % (
+                         nic, mode, t["queued"], b["queued"],
+                         b["dropped"],
+                         doc["metrics"]["fragments"]["came_back"]))
+    return fn
+
+
+for _mode in ("driver", "irq"):
+    named("netpoll_core_e1000_" + _mode, netpoll_core_test("e1000", _mode))
+
+
 def build_module_kernel():
     """build/obj-module: kgdboe=m and netsysrq=m, built incrementally
     from build/obj; the object folder and the two modules."""

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""The polling core's trap, transmit queue and fragments, under load.
+
+Runs inside a network namespace that the caller created (as
+tests/kgdboe.py does), on a guest with the netpoll_echo client.  Traps
+are netpoll_echo's (debugfs trap: one CPU, interrupts off, the device
+polled, netpoll_set_trap() on the echo client's device).
+
+Steps, in order (each printed PASS/FAIL/SKIP with its time):
+  boot       guest ready, the echo client registered, its queue empty
+  torture    --traps traps of --trap-ms each, back to back, while iperf3
+             loads the NIC both ways (--bidir) and the host sends echo
+             datagrams every 2 ms, whose answers are queued while the
+             kernel runs and while it is trapped.  Afterwards the
+             device's queue is empty (dev_txq_len 0), nothing was
+             dropped, every answer the client queued reached the host,
+             and 50 echoes are answered
+  bounded    netpoll.txq_max=2, then one trap of 2 s while the host
+             sends 300 datagrams at once: the queue never holds more
+             than 2 answers per poll, the rest are dropped and counted
+             (dev_txq_dropped, the client's dropped), the host gets
+             exactly the answers that were queued; txq_max back to 256
+             and 50 echoes are answered
+  fragments  a 3000-byte datagram to the echo port (the host fragments
+             it) while the kernel runs, then another while trapped: no
+             answer, no ICMP (the host's connected socket would get
+             ECONNREFUSED), the client's "fragments" counter +1 each;
+             the same to a port nobody has is answered with ICMP (the
+             detection works); 50 echoes are answered afterwards
+  splat      no BUG/WARNING/Oops in the serial log
+
+--out writes the steps and the metrics as JSON.
+"""
+
+import argparse
+import os
+import select
+import socket
+import sys
+import threading
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+import npng  # noqa: E402
+import kgdboe  # noqa: E402
+from kgdboe import StepFailed  # noqa: E402
+
+TRAP = "/sys/kernel/debug/netpoll_echo/trap"
+TXQ_MAX = "/sys/module/netpoll/parameters/txq_max"
+TXQ_MAX_DEFAULT = 256
+FRAGMENTED_SIZE = 3000      # above the tap's MTU of 1500
+IP_MTU_DISCOVER, IP_PMTUDISC_DONT = 10, 0   # linux/in.h
+CLOSED_PORT = npng.ECHO_PORT + 1        # no client, no socket
+
+
+class EchoPeer:
+    """Datagrams to the echo client from HOST_IP:ECHO_HOST_PORT, and a
+    thread that counts the answers (by sequence number)."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind((npng.HOST_IP, npng.ECHO_HOST_PORT))
+        self.seq = 0
+        self.answers = set()
+        self.stop_evt = threading.Event()
+        self.thread = threading.Thread(target=self._recv, daemon=True)
+        self.thread.start()
+
+    def _recv(self):
+        while not self.stop_evt.is_set():
+            r, _, _ = select.select([self.sock], [], [], 0.1)
+            if r:
+                data = self.sock.recv(2048)
+                if data.startswith(b"npng-tq "):
+                    self.answers.add(int(data.split()[1]))
+
+    def send(self, count, gap_s=0.0, until=None):
+        """Up to count datagrams, gap_s apart, not past monotonic until;
+        returns how many were sent."""
+        sent = 0
+        for _ in range(count):
+            if until is not None and time.monotonic() >= until:
+                break
+            self.seq += 1
+            self.sock.sendto(b"npng-tq %d" % self.seq,
+                             (npng.GUEST_IP, npng.ECHO_PORT))
+            sent += 1
+            if gap_s:
+                time.sleep(gap_s)
+        return sent
+
+    def settle(self, quiet=1.0, limit=10.0):
+        """Wait until no answer came for quiet seconds."""
+        t0, last, n = time.monotonic(), time.monotonic(), len(self.answers)
+        while time.monotonic() - t0 < limit:
+            time.sleep(0.1)
+            if len(self.answers) != n:
+                n, last = len(self.answers), time.monotonic()
+            elif time.monotonic() - last >= quiet:
+                break
+        return len(self.answers)
+
+    def close(self):
+        self.stop_evt.set()
+        self.thread.join(1)
+        self.sock.close()
+
+
+class TrapQueueTest(kgdboe.Test):
+    def stats(self):
+        st = npng.read_stats(self.guest, "netpoll_echo-")
+        if not st or "dev_txq_len" not in st:
+            raise StepFailed("no echo client statistics with dev_txq_len: "
+                             "%s" % st)
+        return st
+
+    def delta(self, before, after, *keys):
+        return {k: after[k] - before[k] for k in keys}
+
+    def boot(self):
+        self.guest = npng.Guest(
+            self.a.nic, self.a.workdir, self.a.serial_log, self.a.kernel,
+            self.a.initrd, cpus=self.a.cpus,
+            extra_append=" ".join([npng.echo_arg(), self.a.append]))
+        info = self.guest.wait_ready(self.a.boot_timeout)
+        self.peer = EchoPeer()
+        st = self.stats()
+        if st["dev_txq_len"]:
+            raise StepFailed("queue not empty after boot: %s"
+                             % st["dev_txq_len"])
+        return "%d cpu(s), driver %s, %s" % (info["cpus"], info["driver"],
+                                             st.get("poll_how"))
+
+    def echoes_answered(self, n=50):
+        got = len(self.peer.answers)
+        first = self.peer.seq + 1
+        self.peer.send(n, gap_s=0.005)
+        self.peer.settle()
+        missing = [s for s in range(first, first + n)
+                   if s not in self.peer.answers]
+        if missing:
+            raise StepFailed("%d of %d echoes unanswered after: %s" % (
+                len(missing), n, missing[:10]))
+        return len(self.peer.answers) - got
+
+    def torture(self):
+        a = self.a
+        # the guest's init started the iperf3 server
+        before = self.stats()
+        answered0 = len(self.peer.answers)
+        seconds = int(a.traps * (a.trap_ms + 30) / 1000) + 4
+        ip = npng.Iperf(False, seconds, extra=["--bidir"])
+        time.sleep(1.5)
+        cmd = ("i=0; while [ $i -lt %d ]; do echo %d > %s || exit 1; "
+               "i=$((i+1)); done" % (a.traps, a.trap_ms, TRAP))
+        tag = self.guest.start(cmd)
+        sent = self.peer.send(20 * seconds * 25, gap_s=0.002,
+                              until=time.monotonic() + seconds - 2)
+        self.guest.finish(tag, "the traps", timeout=seconds + 60)
+        load_ok = ip.wait(seconds + 30)
+        ip.kill()
+        self.peer.settle()
+        after = self.stats()
+        d = self.delta(before, after, "queued", "dropped", "delivered",
+                       "dev_txq_dropped")
+        answered = len(self.peer.answers) - answered0
+        self.metrics["torture"] = dict(d, sent=sent, answered=answered,
+                                       iperf_ok=load_ok,
+                                       txq_len=after["dev_txq_len"])
+        kgdboe.ksft_check(after["dev_txq_len"] == 0,
+                          "dev_txq_len %s after the traps, want 0"
+                          % after["dev_txq_len"])
+        kgdboe.ksft_check(d["dropped"] == 0 and d["dev_txq_dropped"] == 0,
+                          "dropped %(dropped)d, dev_txq_dropped "
+                          "%(dev_txq_dropped)d, want 0" % d)
+        kgdboe.ksft_check(answered == d["queued"],
+                          "the host got %d answers, the client queued %d"
+                          % (answered, d["queued"]))
+        kgdboe.ksft_check(d["queued"] > 0 and load_ok,
+                          "no answers queued (%d), or iperf3 failed: %s"
+                          % (d["queued"], npng.one_line(ip.error(), 200)))
+        after_echo = self.echoes_answered()
+        return ("%d traps of %d ms under iperf3 --bidir (ran to its end): "
+                "%d datagrams sent, %d delivered, %d queued, all %d "
+                "answered, queue empty; %d echoes after" % (
+                    a.traps, a.trap_ms, sent, d["delivered"],
+                    d["queued"], answered, after_echo))
+
+    def bounded(self):
+        self.guest.run("echo 2 > " + TXQ_MAX, timeout=20)
+        try:
+            before = self.stats()
+            answered0 = len(self.peer.answers)
+            cmd = "echo 2000 > " + TRAP
+            tag = self.guest.start(cmd)
+            time.sleep(0.7)
+            sent = self.peer.send(300)
+            self.guest.finish(tag, cmd, timeout=60)
+            self.peer.settle()
+            after = self.stats()
+        finally:
+            self.guest.run("echo %d > %s" % (TXQ_MAX_DEFAULT, TXQ_MAX),
+                           timeout=20)
+        d = self.delta(before, after, "queued", "dropped", "delivered",
+                       "dev_txq_dropped")
+        answered = len(self.peer.answers) - answered0
+        self.metrics["bounded"] = dict(d, sent=sent, answered=answered)
+        kgdboe.ksft_check(d["dev_txq_dropped"] > 0,
+                          "nothing dropped with txq_max 2: %s" % d)
+        kgdboe.ksft_check(d["dropped"] == d["dev_txq_dropped"],
+                          "client dropped %(dropped)d, device "
+                          "dev_txq_dropped %(dev_txq_dropped)d" % d)
+        kgdboe.ksft_check(d["queued"] + d["dropped"] == d["delivered"],
+                          "queued %(queued)d + dropped %(dropped)d != "
+                          "delivered %(delivered)d" % d)
+        kgdboe.ksft_check(answered == d["queued"],
+                          "the host got %d answers, the client queued %d"
+                          % (answered, d["queued"]))
+        kgdboe.ksft_check(after["dev_txq_len"] == 0, "dev_txq_len %s"
+                          % after["dev_txq_len"])
+        after_echo = self.echoes_answered()
+        return ("txq_max 2: %d sent in a 2 s trap, %d delivered, %d queued "
+                "and answered, %d dropped and counted; %d echoes after" % (
+                    sent, d["delivered"], d["queued"], d["dropped"],
+                    after_echo))
+
+    def one_fragmented(self, trapped, port=npng.ECHO_PORT):
+        """One fragmented datagram from a connected socket; what came
+        back: "nothing", "an answer" or "ICMP (ECONNREFUSED)"."""
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER,
+                         IP_PMTUDISC_DONT)
+            s.bind((npng.HOST_IP, 0))
+            s.connect((npng.GUEST_IP, port))
+            tag = None
+            if trapped:
+                tag = self.guest.start("echo 2000 > " + TRAP)
+                time.sleep(0.7)
+            s.send(b"npng-frag " + b"x" * FRAGMENTED_SIZE)
+            if tag:
+                self.guest.finish(tag, "trap", timeout=60)
+            time.sleep(1.0)
+            s.setblocking(False)
+            try:
+                s.recv(65536)
+                return "an answer"
+            except ConnectionRefusedError:
+                return "ICMP (ECONNREFUSED)"
+            except BlockingIOError:
+                return "nothing"
+        finally:
+            s.close()
+
+    def fragments(self):
+        before = self.stats()
+        if "fragments" not in before:
+            raise StepFailed("no fragments statistic")
+        got = {w: self.one_fragmented(w) for w in (False, True)}
+        after = self.stats()
+        # the control: a port no client has is answered with ICMP, which
+        # this detection sees
+        closed = self.one_fragmented(False, CLOSED_PORT)
+        kgdboe.ksft_check(closed == "ICMP (ECONNREFUSED)",
+                          "port %d (no client): %s came back, want ICMP"
+                          % (CLOSED_PORT, closed))
+        d = self.delta(before, after, "fragments", "delivered",
+                       "dev_trap_dropped")
+        self.metrics["fragments"] = dict(d, came_back=list(got.values()))
+        for trapped, what in got.items():
+            kgdboe.ksft_check(what == "nothing", "%s: %s came back" % (
+                "trapped" if trapped else "running", what))
+        kgdboe.ksft_check(d["fragments"] == 2 and d["delivered"] == 0,
+                          "fragments +%(fragments)d, delivered "
+                          "+%(delivered)d, want +2 and +0" % d)
+        after_echo = self.echoes_answered()
+        return ("%d-byte datagrams, running and trapped: nothing came "
+                "back, fragments +2 (trapped: %d later fragment(s) dropped "
+                "with the frames for nobody); ICMP from a port nobody has; "
+                "%d echoes after" % (
+                    FRAGMENTED_SIZE, d["dev_trap_dropped"], after_echo))
+
+    def run(self):
+        if not self.step("boot", self.boot):
+            return
+        self.step("torture", self.torture)
+        self.step("bounded", self.bounded)
+        self.step("fragments", self.fragments)
+        self.step("splat", self.splat)
+
+    def close(self):
+        if getattr(self, "peer", None):
+            self.peer.close()
+        super().close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    kgdboe.guest_arguments(p)
+    p.add_argument("--traps", type=int, default=100)
+    p.add_argument("--trap-ms", type=int, default=30)
+    a = p.parse_args()
+    # what tests/kgdboe.py's Test reads and this script does not vary
+    a.port, a.foreign_ip, a.skip, a.load = npng.KGDBOE_PORT, None, "", False
+    return kgdboe.run_test(TrapQueueTest(a), a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
