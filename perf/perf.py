@@ -405,8 +405,10 @@ def which_nic(doc, matrix):
     """Per NIC: the perf run's series throughput and netconsole rate, the
     matrix's kgdboe round trip, netsysrq acknowledgment and irq mode."""
     out = ["## Which NIC?", "", "Throughput and netconsole rate: this "
-           "run's series medians; kgdboe, netsysrq and the poll modes: "
-           "the matrix (%s)." % doc.get("matrix_source"), "",
+           "run's series medians; for a NIC outside this run the matrix's "
+           "figures, marked (matrix): its netconsole bursts are a shell "
+           "loop, slower than this run's kmsg-timed.  kgdboe, netsysrq and "
+           "the poll modes: the matrix (%s)." % doc.get("matrix_source"), "",
            "| NIC | iperf3 tx/rx Mbit/s | netconsole msg/s | kgdboe p "
            "jiffies ms | netsysrq ACK ms | irq mode | verdict |",
            "|---|---|---|---|---|---|---|"]
@@ -420,7 +422,9 @@ def which_nic(doc, matrix):
 
         def series(key, src=drv):
             r = rows.get(key, {}).get("series")
-            return r["median"] if r else src.get(key, "-")
+            if r:
+                return r["median"]
+            return "%s (matrix)" % src[key] if key in src else "-"
         out.append("| %s | %s / %s | %s | %s | %s | %s | %s |" % (
             nic, series("iperf_tx_mbps"), series("iperf_rx_mbps"),
             series("nc_idle_msgs_per_s"), drv.get("kgdb_cmd_rtt_p50_ms", "-"),
