@@ -952,6 +952,31 @@ def udp_frame(payload, src_mac=HOST_MAC, src_ip=HOST_IP, sport=40000,
     return eth + ip + udp
 
 
+ETH_P_ARP = 0x0806
+
+
+def arp_frame(op, sender_mac, sender_ip, target_ip, target_mac=None,
+              dst_mac="ff:ff:ff:ff:ff:ff"):
+    """An Ethernet frame holding an IPv4 ARP request (op 1) or reply
+    (op 2)."""
+    def mac(m):
+        return bytes.fromhex((m or "00:00:00:00:00:00").replace(":", ""))
+    return mac(dst_mac) + mac(sender_mac) + struct.pack("!H", ETH_P_ARP) + \
+        struct.pack("!HHBBH", 1, 0x0800, 6, 4, op) + mac(sender_mac) + \
+        socket.inet_aton(sender_ip) + mac(target_mac) + \
+        socket.inet_aton(target_ip)
+
+
+def parse_arp_frame(frame):
+    """(op, sender MAC, sender IP, target MAC, target IP) of an Ethernet
+    ARP frame, or None."""
+    if len(frame) < 42 or struct.unpack("!H", frame[12:14])[0] != ETH_P_ARP:
+        return None
+    op = struct.unpack("!H", frame[20:22])[0]
+    return (op, frame[22:28].hex(":"), socket.inet_ntoa(frame[28:32]),
+            frame[32:38].hex(":"), socket.inet_ntoa(frame[38:42]))
+
+
 class RawSender:
     """An AF_PACKET socket on tap0: frames straight to the guest's NIC,
     inside our namespace only."""

@@ -27,6 +27,11 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
              ECONNREFUSED), the client's "fragments" counter +1 each;
              the same to a port nobody has is answered with ICMP (the
              detection works); 50 echoes are answered afterwards
+  arp        while trapped, ARP requests from a host of the subnet that
+             is not the echo client's peer: one for the guest's address
+             is answered, one for another address is not, and of a flood
+             of 200 at most netpoll.arp_rate a second are answered, the
+             rest counted (dev_arp_limited); every request accounted for
   splat      no BUG/WARNING/Oops in the serial log
 
 --out writes the steps and the metrics as JSON.
@@ -53,6 +58,10 @@ TXQ_MAX_DEFAULT = 256
 FRAGMENTED_SIZE = 3000      # above the tap's MTU of 1500
 IP_MTU_DISCOVER, IP_PMTUDISC_DONT = 10, 0   # linux/in.h
 CLOSED_PORT = npng.ECHO_PORT + 1        # no client, no socket
+OTHER_HOST_IP = "192.0.2.77"            # on the subnet, not the peer
+NOT_OURS_IP = "192.0.2.99"              # an address the guest does not have
+ARP_RATE = 20                           # netpoll.arp_rate's default
+ARP_FLOOD = 200
 
 
 class EchoPeer:
@@ -283,12 +292,72 @@ class TrapQueueTest(kgdboe.Test):
                 "%d echoes after" % (
                     FRAGMENTED_SIZE, d["dev_trap_dropped"], after_echo))
 
+    def arp_replies_to(self, sniffer, mac, until):
+        """The guest's ARP replies to mac that the sniffer sees before
+        monotonic time until: a list of their (op, ...) tuples."""
+        got = []
+        while time.monotonic() < until:
+            r, _, _ = select.select([sniffer], [], [],
+                                    max(0, until - time.monotonic()))
+            if not r:
+                break
+            a = npng.parse_arp_frame(sniffer.recv(2048))
+            if a and a[0] == 2 and a[1] == npng.GUEST_MAC and a[3] == mac:
+                got.append(a)
+        return got
+
+    def arp(self):
+        sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                                socket.htons(npng.ETH_P_ARP))
+        sniffer.bind((npng.TAP, 0))
+        raw = npng.RawSender()
+        before = self.stats()
+        try:
+            tag = self.guest.start("echo 3000 > " + TRAP)
+            time.sleep(0.7)
+            raw.send(npng.arp_frame(1, npng.OTHER_MAC, OTHER_HOST_IP,
+                                    NOT_OURS_IP))
+            raw.send(npng.arp_frame(1, npng.OTHER_MAC, OTHER_HOST_IP,
+                                    npng.GUEST_IP))
+            first = self.arp_replies_to(sniffer, npng.OTHER_MAC,
+                                        time.monotonic() + 0.5)
+            for _ in range(ARP_FLOOD):
+                raw.send(npng.arp_frame(1, npng.OTHER_MAC, OTHER_HOST_IP,
+                                        npng.GUEST_IP))
+            flood = self.arp_replies_to(sniffer, npng.OTHER_MAC,
+                                        time.monotonic() + 1.0)
+            self.guest.finish(tag, "trap", timeout=60)
+        finally:
+            raw.close()
+            sniffer.close()
+        after = self.stats()
+        d = self.delta(before, after, "arp_replies", "dev_arp_limited")
+        self.metrics["arp"] = dict(d, first=len(first), flood=len(flood))
+        kgdboe.ksft_check(len(first) == 1 and first[0][2] == npng.GUEST_IP,
+                          "replies to the first two requests (one for our "
+                          "address, one not): %s" % first)
+        kgdboe.ksft_check(0 < len(flood) <= 2 * ARP_RATE,
+                          "%d replies to a flood of %d, want 1 to %d" % (
+                              len(flood), ARP_FLOOD, 2 * ARP_RATE))
+        kgdboe.ksft_check(d["arp_replies"] == 1 + len(flood) and
+                          d["arp_replies"] + d["dev_arp_limited"] ==
+                          1 + ARP_FLOOD,
+                          "arp_replies +%d, dev_arp_limited +%d; the host "
+                          "saw %d replies of %d requests for our address" % (
+                              d["arp_replies"], d["dev_arp_limited"],
+                              1 + len(flood), 1 + ARP_FLOOD))
+        return ("trapped: %s (not the peer) answered for %s, not for %s; "
+                "a flood of %d: %d answered, %d counted as limited" % (
+                    OTHER_HOST_IP, npng.GUEST_IP, NOT_OURS_IP, ARP_FLOOD,
+                    len(flood), d["dev_arp_limited"]))
+
     def run(self):
         if not self.step("boot", self.boot):
             return
         self.step("torture", self.torture)
         self.step("bounded", self.bounded)
         self.step("fragments", self.fragments)
+        self.step("arp", self.arp)
         self.step("splat", self.splat)
 
     def close(self):

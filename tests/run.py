@@ -351,10 +351,13 @@ def netpoll_core_test(nic, mode):
         t, b = doc["metrics"]["torture"], doc["metrics"]["bounded"]
         ktap.ksft_pr("netpoll_core %s %s: 100 traps under iperf3 --bidir: %s "
                      "answers queued and received, queue empty; txq_max 2: "
-                     "%s queued, %s dropped and counted; fragments: %s" % (
+                     "%s queued, %s dropped and counted; fragments: %s; "
+                     "ARP flood: %s answered, %s limited" % (
                          nic, mode, t["queued"], b["queued"],
                          b["dropped"],
-                         doc["metrics"]["fragments"]["came_back"]))
+                         doc["metrics"]["fragments"]["came_back"],
+                         doc["metrics"]["arp"]["flood"],
+                         doc["metrics"]["arp"]["dev_arp_limited"]))
     return fn
 
 
