@@ -32,6 +32,11 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
              is answered, one for another address is not, and of a flood
              of 200 at most netpoll.arp_rate a second are answered, the
              rest counted (dev_arp_limited); every request accounted for
+  jumbo      MTU 9000 on the guest's e1000 and on tap0 (e1000 then
+             receives through napi_gro_frags()): echoes of 64 to 8972
+             bytes (the largest UDP payload of one 9000-byte packet) are
+             answered byte for byte while the kernel runs, and those of
+             4000 and 8972 while it is trapped
   splat      no BUG/WARNING/Oops in the serial log
 
 --out writes the steps and the metrics as JSON.
@@ -62,6 +67,8 @@ OTHER_HOST_IP = "192.0.2.77"            # on the subnet, not the peer
 NOT_OURS_IP = "192.0.2.99"              # an address the guest does not have
 ARP_RATE = 20                           # netpoll.arp_rate's default
 ARP_FLOOD = 200
+JUMBO_MTU = 9000
+JUMBO_SIZES = (64, 1472, 4000, JUMBO_MTU - 28)
 
 
 class EchoPeer:
@@ -351,6 +358,60 @@ class TrapQueueTest(kgdboe.Test):
                     OTHER_HOST_IP, npng.GUEST_IP, NOT_OURS_IP, ARP_FLOOD,
                     len(flood), d["dev_arp_limited"]))
 
+    def echo_exact(self, sock, size, timeout=1.0, tag=b""):
+        """One echo of size bytes; True when the same bytes came back."""
+        payload = (b"npng-jumbo %s %d " % (tag, size)).ljust(size, b"j")
+        sock.send(payload)
+        deadline = time.monotonic() + timeout
+        # answers to earlier echoes (sent while the link came back up)
+        # may still arrive: skip them
+        while time.monotonic() < deadline:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                if sock.recv(65536) == payload:
+                    return True
+            except (socket.timeout, ConnectionRefusedError):
+                return False
+        return False
+
+    def jumbo(self):
+        before = self.stats()
+        npng.sh("ip", "link", "set", npng.TAP, "mtu", str(JUMBO_MTU))
+        self.guest.run("ip link set eth0 mtu %d" % JUMBO_MTU, timeout=20)
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.bind((npng.HOST_IP, 0))
+            s.connect((npng.GUEST_IP, npng.ECHO_PORT))
+            # e1000 resets for the new MTU: wait for its link
+            deadline = time.monotonic() + 15
+            while not self.echo_exact(s, 64) and \
+                    time.monotonic() < deadline:
+                pass
+            running = {n: self.echo_exact(s, n, tag=b"r")
+                       for n in JUMBO_SIZES}
+            tag = self.guest.start("echo 3000 > " + TRAP)
+            time.sleep(0.7)
+            trapped = {n: self.echo_exact(s, n, tag=b"t")
+                       for n in JUMBO_SIZES[2:]}
+            self.guest.finish(tag, "trap", timeout=60)
+        finally:
+            s.close()
+            self.guest.run("ip link set eth0 mtu 1500", timeout=20)
+            npng.sh("ip", "link", "set", npng.TAP, "mtu", "1500")
+        after = self.stats()
+        d = self.delta(before, after, "received", "delivered", "queued",
+                       "too_big", "dropped", "malformed", "fragments")
+        self.metrics["jumbo"] = {"running": running, "trapped": trapped,
+                                 "client": d}
+        bad = ["%d B %s" % (n, w) for w, d in (("running", running),
+                                               ("trapped", trapped))
+               for n, ok in d.items() if not ok]
+        kgdboe.ksft_check(not bad, "not echoed at MTU %d: %s (echo client: "
+                          "%s)" % (JUMBO_MTU, ", ".join(bad), d))
+        return "MTU %d: %s bytes echoed running, %s trapped" % (
+            JUMBO_MTU, "/".join(map(str, running)),
+            "/".join(map(str, trapped)))
+
     def run(self):
         if not self.step("boot", self.boot):
             return
@@ -358,6 +419,7 @@ class TrapQueueTest(kgdboe.Test):
         self.step("bounded", self.bounded)
         self.step("fragments", self.fragments)
         self.step("arp", self.arp)
+        self.step("jumbo", self.jumbo)
         self.step("splat", self.splat)
 
     def close(self):
