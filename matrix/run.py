@@ -217,9 +217,9 @@ def main():
     p.add_argument("--burst", type=int, default=5000)
     p.add_argument("--iperf-seconds", type=int, default=5)
     p.add_argument("--cpus", type=int, default=1)
-    p.add_argument("--poll-modes", default="driver,irq",
+    p.add_argument("--poll-modes", default="driver,napi",
                    help="comma-separated netpoll.poll_mode values; every "
-                   "NIC runs once per mode (driver, irq, auto)")
+                   "NIC runs once per mode (driver, napi, auto)")
     p.add_argument("--kgdboe-modes", default="driver",
                    help="poll modes in which a NIC also runs the kgdboe "
                    "session (tests/kgdboe.py) under load, the authenticated "
@@ -251,9 +251,9 @@ def main():
     modes = [m for m in args.poll_modes.split(",") if m]
     kmodes = ([] if args.steps != "full" else
               [m for m in args.kgdboe_modes.split(",") if m])
-    bad = [m for m in modes if m not in ("auto", "driver", "irq")]
+    bad = [m for m in modes if m not in ("auto", "driver", "napi")]
     if bad or not modes:
-        sys.exit("run.py: bad --poll-modes %r: use auto, driver, irq"
+        sys.exit("run.py: bad --poll-modes %r: use auto, driver, napi"
                  % args.poll_modes)
 
     os.makedirs(args.results, exist_ok=True)

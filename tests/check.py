@@ -98,11 +98,11 @@ def iperf_units():
 
 @check
 def stats_parser_and_histogram_quantiles():
-    st = npng.parse_kv("name netconsole\nsent 12\npoll_how irq\n"
+    st = npng.parse_kv("name netconsole\nsent 12\npoll_how napi\n"
                        "local 192.0.2.2:6665\n"
                        "send_ns_hist 0 0 0 0 0 0 0 0 0 0 4 5 1\n")
     ksft_eq((st["sent"], st["poll_how"], st["local"]),
-            (12, "irq", "192.0.2.2:6665"))
+            (12, "napi", "192.0.2.2:6665"))
     h = npng.hist_delta(st, {"send_ns_hist": [0] * 10 + [2, 1, 0]})
     ksft_eq(h, [0] * 10 + [2, 4, 1])
     ksft_eq(npng.hist_percentile_us(h, 0.5), 4.096)

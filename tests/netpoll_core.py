@@ -181,7 +181,7 @@ class TrapQueueTest(kgdboe.Test):
         self.peer.settle()
         after = self.stats()
         d = self.delta(before, after, "queued", "dropped", "delivered",
-                       "dev_txq_dropped")
+                       "dev_txq_dropped", "dev_napi_claims")
         answered = len(self.peer.answers) - answered0
         self.metrics["torture"] = dict(d, sent=sent, answered=answered,
                                        iperf_ok=load_ok,
@@ -198,12 +198,17 @@ class TrapQueueTest(kgdboe.Test):
         kgdboe.ksft_check(d["queued"] > 0 and load_ok,
                           "no answers queued (%d), or iperf3 failed: %s"
                           % (d["queued"], npng.one_line(ip.error(), 200)))
+        # the generic poller receives by claiming the idle NAPI context
+        napi = after.get("poll_how") == "napi"
+        kgdboe.ksft_check(not napi or d["dev_napi_claims"] > 0,
+                          "poll_how napi, but no NAPI context claimed")
         after_echo = self.echoes_answered()
         return ("%d traps of %d ms under iperf3 --bidir (ran to its end): "
                 "%d datagrams sent, %d delivered, %d queued, all %d "
-                "answered, queue empty; %d echoes after" % (
+                "answered, queue empty; %d echoes after; %d NAPI claims" % (
                     a.traps, a.trap_ms, sent, d["delivered"],
-                    d["queued"], answered, after_echo))
+                    d["queued"], answered, after_echo,
+                    d["dev_napi_claims"]))
 
     def bounded(self):
         self.guest.run("echo 2 > " + TXQ_MAX, timeout=20)
@@ -221,7 +226,7 @@ class TrapQueueTest(kgdboe.Test):
             self.guest.run("echo %d > %s" % (TXQ_MAX_DEFAULT, TXQ_MAX),
                            timeout=20)
         d = self.delta(before, after, "queued", "dropped", "delivered",
-                       "dev_txq_dropped")
+                       "dev_txq_dropped", "dev_napi_claims")
         answered = len(self.peer.answers) - answered0
         self.metrics["bounded"] = dict(d, sent=sent, answered=answered)
         kgdboe.ksft_check(d["dev_txq_dropped"] > 0,
