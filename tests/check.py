@@ -139,6 +139,20 @@ def splat_lockdep_fixture():
 
 
 @check
+def nmi_splats_known_and_unknown():
+    """The lockdep test's filter: the driver's receive allocating in NMI
+    context is known (and what follows lockdep turning off); a slab lock
+    taken by a free in NMI context is not."""
+    splats, unknown = npng.unknown_nmi_splats(
+        data("serial-nmi-known.log"))
+    ksft_eq((len(splats), unknown), (2, []), "known fixture")
+    splats, unknown = npng.unknown_nmi_splats(
+        data("serial-nmi-slab.log"))
+    ksft_eq(len(unknown), 1, "slab fixture: %s" % unknown)
+    ksft_true("free_to_partial_list" in unknown[0], unknown[0])
+
+
+@check
 def splat_clean_boot_fixture():
     """A real clean boot log (tests/data/serial-boot.log) has no report."""
     ksft_eq(npng.find_splats(data("serial-boot.log")), [])
