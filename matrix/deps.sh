@@ -15,7 +15,7 @@ host_pkgs="$check_pkgs linux-source-6.12 qemu-system-x86 gdb iperf3 socat bc bis
 	perl rsync iputils-ping procps python3-matplotlib gcc-multilib"
 # util-linux: only its chrt goes into the rootfs (a real-time runaway task)
 guest_pkgs="busybox-static:i386 iperf3:i386 libiperf0:i386 libc6:i386
-	libssl3:i386 libsctp1:i386 util-linux:i386"
+	libssl3:i386 libsctp1:i386 util-linux:i386 ethtool:i386 libmnl0:i386"
 
 export DEBIAN_FRONTEND=noninteractive
 

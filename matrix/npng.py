@@ -25,6 +25,12 @@ PYTHON = "/usr/bin/python3"
 
 HOST_IP = "192.0.2.1"
 GUEST_IP = "192.0.2.2"
+# a VLAN on the guest's eth0 (tests/kgdboe.py device_gone): its id, device
+# and addresses (198.51.100.0/24, TEST-NET-2)
+VLAN_ID = 100
+VLAN_DEV = "eth0.%d" % VLAN_ID
+VLAN_GUEST_IP = "198.51.100.2"
+VLAN_HOST_IP = "198.51.100.1"
 HOST_MAC = "02:00:c0:00:02:01"
 GUEST_MAC = "52:54:00:12:34:56"
 NC_PORT = 6666          # host port netconsole sends to
@@ -45,12 +51,13 @@ SERIES_FILE = os.path.join(TOP, "series")
 # Kernel command-line builders (the seed's syntax:
 # [src-port]@[src-ip]/[dev],[tgt-port]@<tgt-ip>/[tgt-mac])
 
-def netpoll_target(port, tgt_port=None, dev="eth0"):
+def netpoll_target(port, tgt_port=None, dev="eth0", local=GUEST_IP,
+                   remote=HOST_IP):
     """One netpoll option string for the test network."""
     return "%s@%s/%s,%s@%s/%s" % (port if port is not None else "",
-                                  GUEST_IP, dev,
+                                  local, dev,
                                   tgt_port if tgt_port is not None else "",
-                                  HOST_IP, HOST_MAC)
+                                  remote, HOST_MAC)
 
 
 def netconsole_arg(nc_port=NC_PORT):
@@ -97,15 +104,26 @@ def read_series(path=SERIES_FILE):
         return []
 
 
+# What the generic poller cannot do with a NIC (matrix/nics, column 5)
+NAPI_QUIRKS = {
+    "tx-in-irq": "the driver reaps its transmit ring in its interrupt "
+                 "handler, which netpoll.poll_mode=napi never runs: "
+                 "answers stall while trapped (matrix/nics)",
+}
+
+
 class Nic:
     """One line of matrix/nics: QEMU model, expected driver, whether the
-    tests require it, and the iperf3 options for host->guest load."""
+    tests require it, the iperf3 options for host->guest load, and what
+    the generic poller cannot do with it (or None)."""
 
-    def __init__(self, model, driver, required, iperf_rx_opts):
+    def __init__(self, model, driver, required, iperf_rx_opts,
+                 napi_quirk=None):
         self.model = model
         self.driver = driver
         self.required = required
         self.iperf_rx_opts = iperf_rx_opts
+        self.napi_quirk = napi_quirk
 
     def __repr__(self):
         return "Nic(%s)" % self.model
@@ -121,7 +139,11 @@ def parse_nics(text):
             raise ValueError("matrix/nics: bad line %r" % line.strip())
         opts = [] if len(cols) < 4 or cols[3] == "-" else \
             cols[3].split(",")
-        nics.append(Nic(cols[0], cols[1], cols[2] == "required", opts))
+        quirk = None if len(cols) < 5 or cols[4] == "-" else cols[4]
+        if quirk is not None and quirk not in NAPI_QUIRKS:
+            raise ValueError("matrix/nics: unknown quirk %r" % quirk)
+        nics.append(Nic(cols[0], cols[1], cols[2] == "required", opts,
+                        quirk))
     return nics
 
 

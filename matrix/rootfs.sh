@@ -12,7 +12,7 @@ die() { echo "rootfs: $*" >&2; exit 1; }
 
 rm -rf "$stage"
 mkdir -p "$stage"
-for p in busybox-static iperf3 libiperf0 libc6 libssl3 libsctp1; do
+for p in busybox-static iperf3 libiperf0 libc6 libssl3 libsctp1 ethtool libmnl0; do
 	deb=$(ls "$debdir/${p}_"*_i386.deb 2>/dev/null | head -n 1)
 	[ -n "$deb" ] || die "$p i386 package missing in build/debs (run 'make deps')"
 	dpkg-deb -x "$deb" "$stage"

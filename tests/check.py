@@ -238,6 +238,7 @@ def nics_file_and_builders():
     ksft_eq([n.model for n in nics if n.required],
             ["e1000", "rtl8139", "pcnet", "ne2k_pci"])
     ksft_eq(npng.nic("ne2k_pci").iperf_rx_opts, ["-w", "8K"])
+    ksft_eq([n.model for n in nics if n.napi_quirk], ["rtl8139", "e1000e"])
     ksft_eq(npng.kgdboe_arg(),
             "kgdboe=6443@192.0.2.2/eth0,@192.0.2.1/02:00:c0:00:02:01")
     try:

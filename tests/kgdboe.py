@@ -45,6 +45,11 @@ Steps:
                 parameter then reads empty); once kgdboc is unregistered,
                 kgdboe registers again (kgdboc has no deinit: kgdb lets
                 nothing replace it)
+  device_gone   kgdboe set up on a VLAN device (eth0.100), which is then
+                deleted: the deletion returns (it hung while netpoll held
+                the device), kgdboe says it released it; the VLAN added
+                again: kgdboe says it resumed and is registered on it;
+                deleted once more, and kgdboe set back on eth0
   reattach      gdb attaches and detaches once more
   splat         no BUG/WARNING/Oops in the serial log
 
@@ -428,6 +433,59 @@ class Test:
         """What gdb's `target remote` is given."""
         return "udp:%s:%d" % (npng.GUEST_IP, self.a.port)
 
+    VLAN_UP = ("ip link add link eth0 name %s type vlan id %d && "
+               "ip addr add %s/24 dev %s && ip link set %s up" % (
+                   npng.VLAN_DEV, npng.VLAN_ID, npng.VLAN_GUEST_IP,
+                   npng.VLAN_DEV, npng.VLAN_DEV))
+
+    def kgdboe_messages(self, since):
+        """kgdboe's kernel messages after the first `since` of them."""
+        _, dm = self.guest.run("dmesg | grep 'kgdboe: '", timeout=20,
+                               check=False)
+        return dm.strip().splitlines()[since:]
+
+    def wait_message(self, since, text, seconds=15):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            new = self.kgdboe_messages(since)
+            if any(text in line for line in new):
+                return new
+            time.sleep(0.5)
+        raise StepFailed("no kgdboe message %r in %d s: %s" % (
+            text, seconds, npng.one_line(" | ".join(new), 300)))
+
+    def device_gone(self):
+        g = self.guest
+        g.run(self.VLAN_UP, timeout=30)
+        vlan_config = npng.netpoll_target(
+            npng.KGDBOE_PORT, npng.KGDBOE_PORT, dev=npng.VLAN_DEV,
+            local=npng.VLAN_GUEST_IP, remote=npng.VLAN_HOST_IP)
+        vlan = npng.VLAN_DEV
+        rc, out = self.sysfs_write(vlan_config)
+        if rc:
+            raise StepFailed("kgdboe on %s refused: %s" % (vlan,
+                                                            out.strip()))
+        try:
+            seen = len(self.kgdboe_messages(0))
+            t0 = time.monotonic()
+            # hangs (guest-timeout) while something holds the device
+            g.run("ip link del " + vlan, timeout=40)
+            del_s = time.monotonic() - t0
+            self.wait_message(seen, vlan + " went away: released")
+            seen = len(self.kgdboe_messages(0))
+            g.run(self.VLAN_UP, timeout=30)
+            self.wait_message(seen, vlan + " came back: resumed")
+            _, cur = g.run("cat /sys/module/kgdboe/parameters/kgdboe",
+                           timeout=20)
+            if cur.strip() != vlan_config:
+                raise StepFailed("parameter reads %r after resuming"
+                                 % cur.strip())
+            g.run("ip link del " + vlan, timeout=40)
+        finally:
+            self.sysfs_set()
+        return ("%s deleted in %.1f s and released, added again and "
+                "resumed, deleted again; kgdboe back on eth0" % (vlan, del_s))
+
     def reattach(self):
         """After all that, gdb attaches again and detaches."""
         self.attach()
@@ -722,6 +780,7 @@ class Test:
             self.step("duplicates", self.duplicates, needs="foreign_after")
         for name, fn in (("unregister", self.unregister),
                          ("takeover", self.takeover),
+                         ("device_gone", self.device_gone),
                          ("reattach", self.reattach)):
             self.step(name, fn, needs="foreign_after")
         if self.a.load:

@@ -37,6 +37,13 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
              bytes (the largest UDP payload of one 9000-byte packet) are
              answered byte for byte while the kernel runs, and those of
              4000 and 8972 while it is trapped
+  selftest   ethtool's offline self-test (ethtool -t eth0 offline): e1000
+             closes the device, frees its interrupt and requests it with
+             a test handler, runs its tests and reopens, while the echo
+             client stays registered and the host keeps sending echoes;
+             its interrupt test passes (QEMU's e1000 fails the register
+             and loopback tests in both poll modes), and echoes are
+             answered afterwards, running (50) and trapped (20)
   splat      no BUG/WARNING/Oops in the serial log
 
 --out writes the steps and the metrics as JSON.
@@ -44,6 +51,7 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
 
 import argparse
 import os
+import re
 import select
 import socket
 import sys
@@ -58,6 +66,13 @@ import kgdboe  # noqa: E402
 from kgdboe import StepFailed  # noqa: E402
 
 TRAP = "/sys/kernel/debug/netpoll_echo/trap"
+
+
+def selftest_results(text):
+    """ethtool -t's per-test results: {"Interrupt test (offline)": 0...}"""
+    found = re.finditer(r"^\s*(\w[\w ]*\([\w/]+\))\s+(\d+)\s*$", text,
+                        re.M)
+    return {" ".join(m.group(1).split()): int(m.group(2)) for m in found}
 TXQ_MAX = "/sys/module/netpoll/parameters/txq_max"
 TXQ_MAX_DEFAULT = 256
 FRAGMENTED_SIZE = 3000      # above the tap's MTU of 1500
@@ -417,6 +432,49 @@ class TrapQueueTest(kgdboe.Test):
             JUMBO_MTU, "/".join(map(str, running)),
             "/".join(map(str, trapped)))
 
+    def echo_link_up(self, sock, seconds=20):
+        """Wait for the device to echo again (after a reset)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.echo_exact(sock, 64):
+                return True
+        return False
+
+    def selftest(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.bind((npng.HOST_IP, 0))
+            s.connect((npng.GUEST_IP, npng.ECHO_PORT))
+            tag = self.guest.start("ethtool -t eth0 offline")
+            # echoes while the device is torn down and set up again
+            during = sum(self.echo_exact(s, 64, timeout=0.05, tag=b"s")
+                         for _ in range(40))
+            rc, out = self.guest.finish(tag, "ethtool -t", timeout=120,
+                                        check=False)
+            results = selftest_results(out)
+            # the interrupt test frees the IRQ and requests a test handler
+            kgdboe.ksft_check(results.get("Interrupt test (offline)") == 0,
+                              "ethtool -t eth0 offline: rc %d: %s"
+                              % (rc, npng.one_line(out, 300)))
+            kgdboe.ksft_check(self.echo_link_up(s),
+                              "no echo within 20 s of the self-test")
+            tag = self.guest.start("echo 3000 > " + TRAP)
+            time.sleep(0.7)
+            trapped = sum(self.echo_exact(s, 64, tag=b"t%d" % i)
+                          for i in range(20))
+            self.guest.finish(tag, "trap", timeout=60)
+        finally:
+            s.close()
+        kgdboe.ksft_check(trapped == 20, "%d of 20 trapped echoes answered "
+                          "after the self-test" % trapped)
+        after_echo = self.echoes_answered()
+        self.metrics["selftest"] = {"during": during, "trapped": trapped,
+                                    "results": results}
+        return ("offline self-test ran (%s); %d of 40 echoes answered "
+                "during it; afterwards %d running, 20 of 20 trapped" % (
+                    ", ".join("%s %d" % kv for kv in results.items()),
+                    during, after_echo))
+
     def run(self):
         if not self.step("boot", self.boot):
             return
@@ -425,6 +483,7 @@ class TrapQueueTest(kgdboe.Test):
         self.step("fragments", self.fragments)
         self.step("arp", self.arp)
         self.step("jumbo", self.jumbo)
+        self.step("selftest", self.selftest)
         self.step("splat", self.splat)
 
     def close(self):

@@ -275,31 +275,37 @@ def build_debug_kernel(obj):
             npng.one_line(r.stdout[-300:]))
 
 
-@test
-def kgdboe_lockdep_kernel_e1000_2cpu():
-    """The e1000 kgdboe session with 2 CPUs on the lockdep kernel, with the
-    generic poller (napi: e1000's poll hook would run its interrupt
-    handler with the line masked, which takes the irq_desc lock).  kgdb's
-    stop is an NMI: netpoll must take no lock but by trylock and allocate
+def lockdep_kgdboe_test(mode):
+    """The e1000 kgdboe session with 2 CPUs on the lockdep kernel, in a poll
+    mode (napi: netpoll claims the NAPI context; driver: e1000's hook runs
+    its interrupt handler through irq_run_handler_polled()).  kgdb's stop
+    is an NMI: netpoll must take no lock but by trylock and allocate
     nothing there.  Every step must pass; a splat fails the test unless it
     is the known one (the driver's receive allocating in NMI context),
     which makes the test XFAIL, with the reason."""
-    build_debug_kernel(DEBUG_OBJ)
-    tag = "kgdboe-lockdep-e1000-2"
-    doc = run_kgdboe(tag, "e1000", "--append", "netpoll.poll_mode=napi",
-                     cpus=2, obj=DEBUG_OBJ)
-    failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
-    ksft_eq([f for f in failed if f != "splat"], [],
-            "steps other than splat that failed or were skipped")
-    with open(os.path.join(RESULTS, tag + ktap.attempt_suffix() + ".log"),
-              errors="replace") as f:
-        splats, unknown = npng.unknown_nmi_splats(f.read())
-    ksft_eq(unknown, [], "splats other than the known NMI allocation")
-    if splats:
-        raise ktap.KsftXfailEx(
-            "the driver's NAPI receive allocates in NMI context: %s"
-            % npng.one_line(splats[0]["what"] + " [" +
-                            splats[0]["fingerprint"] + "]", 200))
+    def fn():
+        build_debug_kernel(DEBUG_OBJ)
+        tag = "kgdboe-lockdep-e1000-%s" % mode
+        doc = run_kgdboe(tag, "e1000", "--append",
+                         "netpoll.poll_mode=" + mode, cpus=2, obj=DEBUG_OBJ)
+        failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
+        ksft_eq([f for f in failed if f != "splat"], [],
+                "steps other than splat that failed or were skipped")
+        log = os.path.join(RESULTS, tag + ktap.attempt_suffix() + ".log")
+        with open(log, errors="replace") as f:
+            splats, unknown = npng.unknown_nmi_splats(f.read())
+        ksft_eq(unknown, [], "splats other than the known NMI allocation")
+        if splats:
+            raise ktap.KsftXfailEx(
+                "the driver's NAPI receive allocates in NMI context: %s"
+                % npng.one_line(splats[0]["what"] + " [" +
+                                splats[0]["fingerprint"] + "]", 200))
+    return fn
+
+
+for _mode in ("napi", "driver"):
+    named("kgdboe_lockdep_kernel_e1000_2cpu_" + _mode,
+          lockdep_kgdboe_test(_mode))
 
 
 def run_script(name, nic, script, *extra, timeout=900):
