@@ -265,14 +265,19 @@ def build_debug_kernel(obj):
     """build/obj-debug: the series with matrix/kernel-debug.config
     (lockdep, atomic-sleep, spinlock, IRQ-flag and object checks), as
     `make kernel DEBUG=1` builds it; incremental after the first run."""
-    env = dict(os.environ, DEBUG="1", OBJ=obj)
-    r = subprocess.run([os.path.join(TOP, "scripts", "kernel.sh")], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    with open(os.path.join(RESULTS, "debug-build.out"), "w") as f:
+    run_kernel_build("debug", DEBUG="1", OBJ=obj)
+
+
+def run_kernel_build(what, **env):
+    """scripts/kernel.sh with these environment variables; its output goes
+    to <what>-build.out, and it must succeed."""
+    r = subprocess.run([os.path.join(TOP, "scripts", "kernel.sh")],
+                       env=dict(os.environ, **env), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    with open(os.path.join(RESULTS, what + "-build.out"), "w") as f:
         f.write(r.stdout)
-    ksft_eq(r.returncode, 0, "debug kernel build: " +
-            npng.one_line(r.stdout[-300:]))
+    ksft_eq(r.returncode, 0, "%s kernel build: %s" % (
+        what, npng.one_line(r.stdout[-300:])))
 
 
 def lockdep_kgdboe_test(mode):
@@ -421,15 +426,9 @@ def build_module_kernel():
     """build/obj-module: kgdboe=m and netsysrq=m, built incrementally
     from build/obj; the object folder and the two modules."""
     obj = os.path.join(TOP, "build", "obj-module")
-    env = dict(os.environ, OBJ=obj, SEED_OBJ=OBJ, EXTRA_CONFIG=os.path.join(
-        TOP, "matrix", "kgdboe-module.config"))
-    r = subprocess.run([os.path.join(TOP, "scripts", "kernel.sh")], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    with open(os.path.join(RESULTS, "module-build.out"), "w") as f:
-        f.write(r.stdout)
-    ksft_eq(r.returncode, 0, "module kernel build: " +
-            npng.one_line(r.stdout[-300:]))
+    run_kernel_build("module", OBJ=obj, SEED_OBJ=OBJ,
+                     EXTRA_CONFIG=os.path.join(TOP, "matrix",
+                                               "kgdboe-module.config"))
     kos = [os.path.join(obj, "drivers", "net", name + ".ko")
            for name in ("kgdboe", "netsysrq")]
     for ko in kos:
