@@ -241,6 +241,16 @@ def nics_file_and_builders():
     ksft_eq([n.model for n in nics if n.napi_quirk], ["rtl8139", "e1000e"])
     ksft_eq(npng.kgdboe_arg(),
             "kgdboe=6443@192.0.2.2/eth0,@192.0.2.1/02:00:c0:00:02:01")
+    rtl = npng.nic("rtl8139")
+    stall = ["status 'loss', want 'pass'", "trap_echo_lost 990, want 0"]
+    ksft_eq(npng.quirk_verdict(rtl, "napi", stall), ("xfail", []))
+    ksft_eq(npng.quirk_verdict(rtl, "driver", stall), ("fail", stall))
+    ksft_eq(npng.quirk_verdict(rtl, "napi", stall + ["echo_lost 3"])[0],
+            "fail", "a problem the quirk does not explain")
+    ksft_eq(npng.quirk_verdict(rtl, "napi", [])[0], "fail", "stale quirk")
+    ksft_eq(npng.quirk_verdict(rtl, "napi", ["status 'fail'"])[0], "fail",
+            "a failed cell is not a stall")
+    ksft_eq(npng.quirk_verdict(npng.nic("e1000"), "napi", []), ("pass", []))
     try:
         npng.parse_nics("e1000 e1000 maybe\n")
     except ValueError:

@@ -213,6 +213,7 @@ class Test:
         self.results = []
         self.metrics = {}
         self.guest = None
+        self.cpus_recorded = False
         self.gdb = None
         self.iperf = None
         self.nc = None
@@ -250,7 +251,25 @@ class Test:
         self.results.append((name, ok, detail, dt))
         print("%s %-14s %6.2fs  %s" % ("PASS" if ok else "FAIL", name, dt,
                                        detail), flush=True)
+        if not ok and "timeout" in detail:
+            self.record_cpus(name)
         return ok
+
+    def record_cpus(self, name):
+        """After the first timeout: where the vCPUs are (QEMU monitor),
+        printed and kept in <log>.cpus, to root-cause a hang."""
+        if self.cpus_recorded or not self.guest:
+            return
+        self.cpus_recorded = True
+        try:
+            lines = npng.cpu_snapshot(self.guest, self.a.vmlinux)
+        except OSError as e:
+            lines = ["QEMU monitor: %s" % e]
+        base = self.a.serial_log[:-4]
+        with open(base + ".cpus", "w") as f:
+            f.write("after %s timed out:\n%s\n" % (name, "\n".join(lines)))
+        for line in lines:
+            print("CPUS %s" % npng.one_line(line, 400), flush=True)
 
     def passed(self, name):
         return any(n == name and ok for n, ok, _, _ in self.results)
@@ -426,8 +445,9 @@ class Test:
         return "%.0f ms, %s" % (ms, npng.one_line(where, 70))
 
     def gdb_settings(self):
-        """More -gdb-set settings, before the connection."""
-        return []
+        """More -gdb-set settings, before the connection: the packets in
+        the gdb log, to see what went wrong when something does."""
+        return ["debug remote 1"]
 
     def remote_target(self):
         """What gdb's `target remote` is given."""

@@ -107,10 +107,6 @@ class LossyTest(kgdboe.Test):
             m["bridge"] = bridge
         return m
 
-    def gdb_settings(self):
-        # the packets in the gdb log: what went wrong, when something does
-        return ["debug remote 1"]
-
     def full_session(self):
         self.attach()
         self.backtrace()
