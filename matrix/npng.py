@@ -31,6 +31,7 @@ VLAN_ID = 100
 VLAN_DEV = "eth0.%d" % VLAN_ID
 VLAN_GUEST_IP = "198.51.100.2"
 VLAN_HOST_IP = "198.51.100.1"
+VLAN_OTHER_IP = "198.51.100.9"  # a host of the VLAN that is not the peer
 HOST_MAC = "02:00:c0:00:02:01"
 GUEST_MAC = "52:54:00:12:34:56"
 NC_PORT = 6666          # host port netconsole sends to
@@ -1071,10 +1072,24 @@ def inet_checksum(data):
     return ~total & 0xffff
 
 
+ETH_P_8021Q = 0x8100
+
+
+def eth_header(dst_mac, src_mac, ethertype, vlan=None):
+    """An Ethernet header, with an 802.1Q tag for VLAN `vlan`."""
+    head = bytes.fromhex(dst_mac.replace(":", "")) + \
+        bytes.fromhex(src_mac.replace(":", ""))
+    if vlan is not None:
+        head += struct.pack("!HH", ETH_P_8021Q, vlan)
+    return head + struct.pack("!H", ethertype)
+
+
 def udp_frame(payload, src_mac=HOST_MAC, src_ip=HOST_IP, sport=40000,
-              dst_mac=GUEST_MAC, dst_ip=GUEST_IP, dport=KGDBOE_PORT):
+              dst_mac=GUEST_MAC, dst_ip=GUEST_IP, dport=KGDBOE_PORT,
+              vlan=None):
     """An Ethernet frame holding one IPv4 UDP datagram, checksums right:
-    what a host on the LAN can put on the wire with any addresses."""
+    what a host on the LAN can put on the wire with any addresses (with
+    vlan, tagged for that VLAN)."""
     src, dst = socket.inet_aton(src_ip), socket.inet_aton(dst_ip)
     ulen = 8 + len(payload)
     pseudo = src + dst + struct.pack("!BBH", 0, 17, ulen)
@@ -1084,21 +1099,19 @@ def udp_frame(payload, src_mac=HOST_MAC, src_ip=HOST_IP, sport=40000,
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + ulen, 0, 0, 64, 17, 0,
                      src, dst)
     ip = ip[:10] + struct.pack("!H", inet_checksum(ip)) + ip[12:]
-    eth = bytes.fromhex(dst_mac.replace(":", "")) + \
-        bytes.fromhex(src_mac.replace(":", "")) + b"\x08\x00"
-    return eth + ip + udp
+    return eth_header(dst_mac, src_mac, 0x0800, vlan) + ip + udp
 
 
 ETH_P_ARP = 0x0806
 
 
 def arp_frame(op, sender_mac, sender_ip, target_ip, target_mac=None,
-              dst_mac="ff:ff:ff:ff:ff:ff"):
+              dst_mac="ff:ff:ff:ff:ff:ff", vlan=None):
     """An Ethernet frame holding an IPv4 ARP request (op 1) or reply
-    (op 2)."""
+    (op 2) (with vlan, tagged for that VLAN)."""
     def mac(m):
         return bytes.fromhex((m or "00:00:00:00:00:00").replace(":", ""))
-    return mac(dst_mac) + mac(sender_mac) + struct.pack("!H", ETH_P_ARP) + \
+    return eth_header(dst_mac, sender_mac, ETH_P_ARP, vlan) + \
         struct.pack("!HHBBH", 1, 0x0800, 6, 4, op) + mac(sender_mac) + \
         socket.inet_aton(sender_ip) + mac(target_mac) + \
         socket.inet_aton(target_ip)
@@ -1112,6 +1125,56 @@ def parse_arp_frame(frame):
     op = struct.unpack("!H", frame[20:22])[0]
     return (op, frame[22:28].hex(":"), socket.inet_ntoa(frame[28:32]),
             frame[32:38].hex(":"), socket.inet_ntoa(frame[38:42]))
+
+
+# <linux/if_packet.h>
+SOL_PACKET = 263
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID = 0x10
+
+
+class TaggedSniffer:
+    """An AF_PACKET socket on tap0 that sees the guest's frames with
+    their VLAN: the host kernel takes an 802.1Q tag off before packet
+    sockets see the frame, and gives it in PACKET_AUXDATA."""
+
+    def __init__(self, ifname=TAP):
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                                  socket.htons(0x0003))
+        self.sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+        self.sock.bind((ifname, 0))
+        self.sock.settimeout(0.2)
+
+    def recv(self):
+        """(vlan or None, frame without its tag), or None on a timeout."""
+        try:
+            frame, anc, _, addr = self.sock.recvmsg(65536, 64)
+        except socket.timeout:
+            return None
+        if addr[2] == socket.PACKET_OUTGOING:
+            return (None, b"")
+        vlan = None
+        for level, kind, data in anc:
+            if level == SOL_PACKET and kind == PACKET_AUXDATA:
+                status, _, _, _, _, tci = struct.unpack_from("=IIIHHH", data)
+                if status & TP_STATUS_VLAN_VALID:
+                    vlan = tci & 0xfff
+        return vlan, frame
+
+    def close(self):
+        self.sock.close()
+
+
+def parse_udp_frame(frame):
+    """(src ip, sport, dst ip, dport, payload) of an untagged IPv4 UDP
+    frame, or None."""
+    if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return None
+    ihl = (frame[14] & 15) * 4
+    sport, dport, ulen = struct.unpack_from("!HHH", frame, 14 + ihl)
+    return (socket.inet_ntoa(frame[26:30]), sport,
+            socket.inet_ntoa(frame[30:34]), dport,
+            frame[14 + ihl + 8:14 + ihl + ulen])
 
 
 class RawSender:

@@ -410,6 +410,15 @@ def raw_udp_frame_checksums():
     pseudo = ip[12:20] + bytes([0, 17]) + len(udp).to_bytes(2, "big")
     ksft_eq(npng.inet_checksum(pseudo + udp), 0, "UDP checksum")
     ksft_eq(udp[8:], b"$?#3f")
+    ksft_eq(npng.parse_udp_frame(f), (npng.HOST_IP, 40000, npng.GUEST_IP,
+                                      npng.KGDBOE_PORT, b"$?#3f"))
+    tagged = npng.udp_frame(b"$?#3f", vlan=npng.VLAN_ID)
+    ksft_eq(tagged[12:16].hex(), "81000064", "802.1Q tag, VLAN 100")
+    ksft_eq(tagged[:12] + tagged[16:], npng.udp_frame(b"$?#3f"),
+            "the same frame without its tag")
+    arp = npng.arp_frame(1, npng.OTHER_MAC, npng.VLAN_OTHER_IP,
+                         npng.VLAN_GUEST_IP, vlan=npng.VLAN_ID)
+    ksft_eq(npng.parse_arp_frame(arp[:12] + arp[16:])[4], npng.VLAN_GUEST_IP)
 
 
 def tracked(pattern):

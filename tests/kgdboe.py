@@ -50,6 +50,13 @@ Steps:
                 the device), kgdboe says it released it; the VLAN added
                 again: kgdboe says it resumed and is registered on it;
                 deleted once more, and kgdboe set back on eth0
+  vlan_session  a tagged "?" to kgdboe on eth0 gets nothing; then kgdboe
+                on eth0.100, spoken to with 802.1Q-tagged frames (raw,
+                from tap0; the host has no VLAN device): "?" breaks
+                in and is answered, tagged, while the kernel runs; stopped,
+                a tagged ARP request for the VLAN address from another host
+                is answered, tagged, and "g" and "D" are answered; the guest
+                runs afterwards
   reattach      gdb attaches and detaches once more
   splat         no BUG/WARNING/Oops in the serial log
 
@@ -90,6 +97,60 @@ class StepFailed(Exception):
 def gdb_packet(body):
     """One packet of gdb's remote protocol: $body#checksum."""
     return b"$%s#%02x" % (body, sum(body) % 256)
+
+
+class VlanPeer:
+    """gdb's side of the protocol in 802.1Q-tagged frames on tap0, from
+    npng.VLAN_HOST_IP, for kgdboe on the guest's VLAN device."""
+
+    SPORT = 40100
+
+    def __init__(self):
+        self.raw = npng.RawSender()
+        self.sniffer = npng.TaggedSniffer()
+
+    def frames(self, seconds):
+        """The guest's tagged frames (VLAN_ID) for `seconds`."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            got = self.sniffer.recv()
+            if got and got[0] == npng.VLAN_ID:
+                yield got[1]
+
+    def send(self, payload, dst_ip=npng.VLAN_GUEST_IP):
+        self.raw.send(npng.udp_frame(
+            payload, src_ip=npng.VLAN_HOST_IP, sport=self.SPORT,
+            dst_ip=dst_ip, vlan=npng.VLAN_ID))
+
+    def ask(self, body, seconds=5.0, dst_ip=npng.VLAN_GUEST_IP):
+        """Send one packet; the body of the first answer (acked), or
+        b"" when none came in `seconds`."""
+        self.send(gdb_packet(body), dst_ip)
+        for frame in self.frames(seconds):
+            udp = npng.parse_udp_frame(frame)
+            if not udp or udp[1] != npng.KGDBOE_PORT:
+                continue
+            m = re.search(rb"\$([^#]*)#", udp[4])
+            if m:
+                self.send(b"+")
+                return m.group(1)
+        return b""
+
+    def arp_answered(self, seconds=3.0):
+        self.raw.send(npng.arp_frame(1, npng.OTHER_MAC, npng.VLAN_OTHER_IP,
+                                     npng.VLAN_GUEST_IP, vlan=npng.VLAN_ID))
+        for frame in self.frames(seconds):
+            arp = npng.parse_arp_frame(frame)
+            if arp and arp[0] == 2 and arp[2] == npng.VLAN_GUEST_IP:
+                return True
+        return False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.raw.close()
+        self.sniffer.close()
 
 
 def ksft_check(cond, msg):
@@ -506,6 +567,45 @@ class Test:
         return ("%s deleted in %.1f s and released, added again and "
                 "resumed, deleted again; kgdboe back on eth0" % (vlan, del_s))
 
+    def vlan_session(self):
+        g = self.guest
+        g.run(self.VLAN_UP, timeout=30)
+        try:
+            return self.vlan_session_on_vlan()
+        finally:
+            self.sysfs_set()
+            g.run("ip link del " + npng.VLAN_DEV, timeout=40, check=False)
+
+    def vlan_session_on_vlan(self):
+        g = self.guest
+        with VlanPeer() as peer:
+            # kgdboe is on eth0: a tagged frame is not its
+            if peer.ask(b"?", seconds=2.0, dst_ip=npng.GUEST_IP):
+                raise StepFailed("kgdboe on eth0 answered a tagged frame")
+        g.run("echo alive", timeout=20)
+        rc, out = self.sysfs_write(npng.netpoll_target(
+            npng.KGDBOE_PORT, npng.KGDBOE_PORT, dev=npng.VLAN_DEV,
+            local=npng.VLAN_GUEST_IP, remote=npng.VLAN_HOST_IP))
+        if rc:
+            raise StepFailed("kgdboe on %s refused: %s" % (npng.VLAN_DEV,
+                                                            out.strip()))
+        with VlanPeer() as peer:
+            stop = peer.ask(b"?")
+            if not stop:
+                raise StepFailed("no tagged answer to '?' while running")
+            if not peer.arp_answered():
+                raise StepFailed("stopped: no tagged ARP reply for %s"
+                                 % npng.VLAN_GUEST_IP)
+            regs = peer.ask(b"g")
+            if len(regs) < 64:
+                raise StepFailed("stopped: 'g' answered %r" % regs[:40])
+            if peer.ask(b"D") != b"OK":
+                raise StepFailed("'D' not answered OK")
+        g.run("echo alive", timeout=20)
+        return ("untagged client ignores tagged; on %s: '?' answered %r "
+                "while running; stopped: ARP, 'g' (%d bytes), 'D'; guest "
+                "alive" % (npng.VLAN_DEV, stop[:12], len(regs)))
+
     def reattach(self):
         """After all that, gdb attaches again and detaches."""
         self.attach()
@@ -801,6 +901,7 @@ class Test:
         for name, fn in (("unregister", self.unregister),
                          ("takeover", self.takeover),
                          ("device_gone", self.device_gone),
+                         ("vlan_session", self.vlan_session),
                          ("reattach", self.reattach)):
             self.step(name, fn, needs="foreign_after")
         if self.a.load:
