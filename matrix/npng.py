@@ -32,6 +32,8 @@ VLAN_DEV = "eth0.%d" % VLAN_ID
 VLAN_GUEST_IP = "198.51.100.2"
 VLAN_HOST_IP = "198.51.100.1"
 VLAN_OTHER_IP = "198.51.100.9"  # a host of the VLAN that is not the peer
+# the address a client is given on a bridge or bond (refused: no traffic)
+STACKED_GUEST_IP = "203.0.113.2"
 HOST_MAC = "02:00:c0:00:02:01"
 GUEST_MAC = "52:54:00:12:34:56"
 NC_PORT = 6666          # host port netconsole sends to

@@ -57,6 +57,9 @@ Steps:
                 a tagged ARP request for the VLAN address from another host
                 is answered, tagged, and "g" and "D" are answered; the guest
                 runs afterwards
+  stacked_refused  kgdboe on a bridge (br0) and on an active-backup bond
+                (bond0) is refused, with netpoll's message naming the
+                device (a client there would never receive)
   reattach      gdb attaches and detaches once more
   splat         no BUG/WARNING/Oops in the serial log
 
@@ -606,6 +609,31 @@ class Test:
                 "while running; stopped: ARP, 'g' (%d bytes), 'D'; guest "
                 "alive" % (npng.VLAN_DEV, stop[:12], len(regs)))
 
+    # busybox's ip takes no bond options: the mode is set through sysfs
+    STACKED_UP = ("ip link add br0 type bridge && ip link set br0 up && "
+                  "ip link add bond0 type bond && echo active-backup > "
+                  "/sys/class/net/bond0/bonding/mode && ip link set bond0 up")
+
+    def stacked_refused(self):
+        g = self.guest
+        g.run(self.STACKED_UP, timeout=30)
+        try:
+            for dev in ("br0", "bond0"):
+                rc, out = self.sysfs_write(npng.netpoll_target(
+                    npng.KGDBOE_PORT, npng.KGDBOE_PORT, dev=dev,
+                    local=npng.STACKED_GUEST_IP))
+                if rc == 0:
+                    raise StepFailed("kgdboe on %s accepted" % dev)
+                _, dm = g.run("dmesg | tail -n 20", timeout=20)
+                if "%s: netpoll cannot receive on a bond" % dev not in dm:
+                    raise StepFailed("%s refused without netpoll's message: "
+                                     "%s" % (dev, npng.one_line(dm, 300)))
+        finally:
+            self.sysfs_set()
+            g.run("ip link del br0; ip link del bond0", timeout=30,
+                  check=False)
+        return "br0 and bond0 refused: " + npng.one_line(out, 80)
+
     def reattach(self):
         """After all that, gdb attaches again and detaches."""
         self.attach()
@@ -902,6 +930,7 @@ class Test:
                          ("takeover", self.takeover),
                          ("device_gone", self.device_gone),
                          ("vlan_session", self.vlan_session),
+                         ("stacked_refused", self.stacked_refused),
                          ("reattach", self.reattach)):
             self.step(name, fn, needs="foreign_after")
         if self.a.load:
