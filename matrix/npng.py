@@ -238,9 +238,10 @@ def find_splats(text, fingerprint_depth=5):
 # What the lockdep kernel still reports in kgdb's NMI stop, and is known:
 # the driver's NAPI receive allocates there (napi_alloc_skb() and its
 # per-CPU cache, asserted for softirq context and annotated as a local
-# lock), called by netpoll_poll_dev().  The first lockdep report turns
+# lock), called by netpoll_poll_dev() (netpoll_poll_one() since core/0045
+# polls a VLAN device's real device).  The first lockdep report turns
 # lockdep off, so a work item that held lock maps then "leaks" them.
-KNOWN_NMI_ALLOC = re.compile(r"napi_alloc_skb.*netpoll_poll_dev")
+KNOWN_NMI_ALLOC = re.compile(r"napi_alloc_skb.*netpoll_poll_(?:dev|one)\b")
 AFTER_LOCKDEP_OFF = re.compile(r"INFO: lockdep is turned off|"
                                r"BUG: workqueue leaked atomic, lock or RCU")
 

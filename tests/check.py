@@ -146,6 +146,10 @@ def nmi_splats_known_and_unknown():
     splats, unknown = npng.unknown_nmi_splats(
         data("serial-nmi-known.log"))
     ksft_eq((len(splats), unknown), (2, []), "known fixture")
+    renamed = data("serial-nmi-known.log").replace("netpoll_poll_dev",
+                                                   "netpoll_poll_one")
+    ksft_eq(npng.unknown_nmi_splats(renamed)[1], [],
+            "known fixture, poll frame renamed by core/0045")
     splats, unknown = npng.unknown_nmi_splats(
         data("serial-nmi-slab.log"))
     ksft_eq(len(unknown), 1, "slab fixture: %s" % unknown)
