@@ -57,8 +57,8 @@ Steps:
                 a tagged ARP request for the VLAN address from another host
                 is answered, tagged, and "g" and "D" are answered; the guest
                 runs afterwards
-  stacked_refused  kgdboe on a bridge (br0) and on an active-backup bond
-                (bond0) is refused, with netpoll's message naming the
+  stacked_refused  kgdboe on a bridge (br1) and on an active-backup bond
+                (bond1) is refused, with netpoll's message naming the
                 device (a client there would never receive)
   reattach      gdb attaches and detaches once more
   splat         no BUG/WARNING/Oops in the serial log
@@ -610,15 +610,17 @@ class Test:
                 "alive" % (npng.VLAN_DEV, stop[:12], len(regs)))
 
     # busybox's ip takes no bond options: the mode is set through sysfs
-    STACKED_UP = ("ip link add br0 type bridge && ip link set br0 up && "
-                  "ip link add bond0 type bond && echo active-backup > "
-                  "/sys/class/net/bond0/bonding/mode && ip link set bond0 up")
+    # (bond0 exists already: built-in bonding creates it at boot)
+    STACKED = ("br1", "bond1")
+    STACKED_UP = ("ip link add br1 type bridge && ip link set br1 up && "
+                  "ip link add bond1 type bond && echo active-backup > "
+                  "/sys/class/net/bond1/bonding/mode && ip link set bond1 up")
 
     def stacked_refused(self):
         g = self.guest
         g.run(self.STACKED_UP, timeout=30)
         try:
-            for dev in ("br0", "bond0"):
+            for dev in self.STACKED:
                 rc, out = self.sysfs_write(npng.netpoll_target(
                     npng.KGDBOE_PORT, npng.KGDBOE_PORT, dev=dev,
                     local=npng.STACKED_GUEST_IP))
@@ -630,9 +632,9 @@ class Test:
                                      "%s" % (dev, npng.one_line(dm, 300)))
         finally:
             self.sysfs_set()
-            g.run("ip link del br0; ip link del bond0", timeout=30,
+            g.run("ip link del br1; ip link del bond1", timeout=30,
                   check=False)
-        return "br0 and bond0 refused: " + npng.one_line(out, 80)
+        return "br1 and bond1 refused: " + npng.one_line(out, 80)
 
     def reattach(self):
         """After all that, gdb attaches again and detaches."""
