@@ -34,6 +34,9 @@ VLAN_HOST_IP = "198.51.100.1"
 VLAN_OTHER_IP = "198.51.100.9"  # a host of the VLAN that is not the peer
 # the address a client is given on a bridge or bond (refused: no traffic)
 STACKED_GUEST_IP = "203.0.113.2"
+HOST_IP6 = "fd00:2::1"          # tap0's IPv6 address (IPv6 tests only)
+GUEST_IP6 = "fd00:2::2"
+OTHER_IP6 = "fd00:2::77"        # a host of the subnet that is not the peer
 HOST_MAC = "02:00:c0:00:02:01"
 GUEST_MAC = "52:54:00:12:34:56"
 NC_PORT = 6666          # host port netconsole sends to
@@ -79,7 +82,10 @@ def netsysrq_arg():
     return "netsysrq=" + netpoll_target(NETSYSRQ_PORT)
 
 
-def echo_arg():
+def echo_arg(ipv6=False):
+    if ipv6:
+        return "netpoll_echo=" + netpoll_target(
+            ECHO_PORT, local=GUEST_IP6, remote=HOST_IP6)
     return "netpoll_echo=" + netpoll_target(ECHO_PORT)
 
 
@@ -1128,6 +1134,66 @@ def parse_arp_frame(frame):
     op = struct.unpack("!H", frame[20:22])[0]
     return (op, frame[22:28].hex(":"), socket.inet_ntoa(frame[28:32]),
             frame[32:38].hex(":"), socket.inet_ntoa(frame[38:42]))
+
+
+ETH_P_IPV6 = 0x86dd
+ICMPV6_NS, ICMPV6_NA = 135, 136
+
+
+def solicited_node_mac(ip6):
+    """The Ethernet address of ip6's solicited-node multicast group."""
+    return "33:33:ff:" + socket.inet_pton(socket.AF_INET6, ip6)[13:].hex(":")
+
+
+def ipv6_frame(nexthdr, payload, src_mac, src_ip, dst_mac, dst_ip,
+               hop_limit=64, upper_csum_at=None):
+    """An Ethernet frame holding one IPv6 packet; with upper_csum_at, the
+    upper-layer checksum at that offset of payload is computed over the
+    IPv6 pseudo-header."""
+    src = socket.inet_pton(socket.AF_INET6, src_ip)
+    dst = socket.inet_pton(socket.AF_INET6, dst_ip)
+    if upper_csum_at is not None:
+        pseudo = src + dst + struct.pack("!I3xB", len(payload), nexthdr)
+        csum = inet_checksum(pseudo + payload) or 0xffff
+        payload = payload[:upper_csum_at] + struct.pack("!H", csum) + \
+            payload[upper_csum_at + 2:]
+    ip6 = struct.pack("!IHBB", 6 << 28, len(payload), nexthdr, hop_limit)
+    return eth_header(dst_mac, src_mac, ETH_P_IPV6) + ip6 + src + dst + \
+        payload
+
+
+def udp6_frame(payload, src_mac=HOST_MAC, src_ip=HOST_IP6, sport=40000,
+               dst_mac=GUEST_MAC, dst_ip=GUEST_IP6, dport=ECHO_PORT):
+    """An Ethernet frame holding one IPv6 UDP datagram, checksum right."""
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    return ipv6_frame(17, udp, src_mac, src_ip, dst_mac, dst_ip,
+                      upper_csum_at=6)
+
+
+def ns_frame(sender_mac, sender_ip, target_ip):
+    """An IPv6 neighbour solicitation for target_ip, to its solicited-node
+    group, with the sender's link-layer address option."""
+    group = socket.inet_pton(socket.AF_INET6, "ff02::1:ff00:0")[:13] + \
+        socket.inet_pton(socket.AF_INET6, target_ip)[13:]
+    icmp = struct.pack("!BBHI", ICMPV6_NS, 0, 0, 0) + \
+        socket.inet_pton(socket.AF_INET6, target_ip) + \
+        struct.pack("!BB", 1, 1) + bytes.fromhex(sender_mac.replace(":", ""))
+    return ipv6_frame(58, icmp, sender_mac, sender_ip,
+                      solicited_node_mac(target_ip),
+                      socket.inet_ntop(socket.AF_INET6, group),
+                      hop_limit=255, upper_csum_at=2)
+
+
+def parse_na_frame(frame):
+    """(destination MAC, target address, target link-layer address) of a
+    neighbour advertisement frame, or None."""
+    if len(frame) < 14 + 40 + 24 or frame[12:14] != b"\x86\xdd" or \
+            frame[20] != 58 or frame[54] != ICMPV6_NA:
+        return None
+    target = socket.inet_ntop(socket.AF_INET6, frame[62:78])
+    tlla = frame[80:86].hex(":") if len(frame) >= 86 and \
+        frame[78] == 2 else None
+    return frame[0:6].hex(":"), target, tlla
 
 
 # <linux/if_packet.h>

@@ -425,6 +425,36 @@ def raw_udp_frame_checksums():
     ksft_eq(npng.parse_arp_frame(arp[:12] + arp[16:])[4], npng.VLAN_GUEST_IP)
 
 
+def ipv6_upper_checksum(frame):
+    """The ICMPv6/UDP checksum of an IPv6 frame, over its pseudo-header:
+    0 when right."""
+    plen = int.from_bytes(frame[18:20], "big")
+    pseudo = frame[22:54] + plen.to_bytes(4, "big") + bytes([0, 0, 0,
+                                                             frame[20]])
+    return npng.inet_checksum(pseudo + frame[54:54 + plen])
+
+
+@check
+def raw_ipv6_frames():
+    """npng.udp6_frame(), ns_frame() and parse_na_frame(): what
+    tests/netpoll_ipv6.py puts on the wire and reads from it."""
+    f = npng.udp6_frame(b"npng-bad 1")
+    ksft_eq(f[12:14].hex(), "86dd")
+    ksft_eq(ipv6_upper_checksum(f), 0, "UDP checksum")
+    ns = npng.ns_frame(npng.OTHER_MAC, npng.OTHER_IP6, npng.GUEST_IP6)
+    ksft_eq(ns[:6].hex(":"), "33:33:ff:00:00:02", "solicited-node MAC")
+    ksft_eq(ns[21], 255, "hop limit")
+    ksft_eq(ipv6_upper_checksum(ns), 0, "ICMPv6 checksum")
+    # an advertisement is a solicitation with another type and option
+    na = bytearray(npng.ns_frame(npng.GUEST_MAC, npng.GUEST_IP6,
+                                 npng.GUEST_IP6))
+    na[0:6] = bytes.fromhex(npng.OTHER_MAC.replace(":", ""))
+    na[54], na[78] = npng.ICMPV6_NA, 2
+    ksft_eq(npng.parse_na_frame(bytes(na)),
+            (npng.OTHER_MAC, npng.GUEST_IP6, npng.GUEST_MAC))
+    ksft_eq(npng.parse_na_frame(ns), None, "a solicitation is not one")
+
+
 def tracked(pattern):
     out = subprocess.run(["git", "-C", TOP, "ls-files", "-co",
                           "--exclude-standard"], stdout=subprocess.PIPE,

@@ -87,13 +87,17 @@ JUMBO_SIZES = (64, 1472, 4000, JUMBO_MTU - 28)
 
 
 class EchoPeer:
-    """Datagrams to the echo client from HOST_IP:ECHO_HOST_PORT, and a
-    thread that counts the answers (by sequence number)."""
+    """Datagrams to the echo client from HOST_IP:ECHO_HOST_PORT (with
+    ipv6, from HOST_IP6 to GUEST_IP6), and a thread that counts the
+    answers (by sequence number)."""
 
-    def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    def __init__(self, ipv6=False):
+        family = socket.AF_INET6 if ipv6 else socket.AF_INET
+        self.guest_ip = npng.GUEST_IP6 if ipv6 else npng.GUEST_IP
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self.sock.bind((npng.HOST_IP, npng.ECHO_HOST_PORT))
+        self.sock.bind((npng.HOST_IP6 if ipv6 else npng.HOST_IP,
+                        npng.ECHO_HOST_PORT))
         self.seq = 0
         self.answers = set()
         self.stop_evt = threading.Event()
@@ -117,7 +121,7 @@ class EchoPeer:
                 break
             self.seq += 1
             self.sock.sendto(b"npng-tq %d" % self.seq,
-                             (npng.GUEST_IP, npng.ECHO_PORT))
+                             (self.guest_ip, npng.ECHO_PORT))
             sent += 1
             if gap_s:
                 time.sleep(gap_s)

@@ -181,7 +181,7 @@ def kunit_netpoll():
               "must run first)" % log)
     failed, total = kunit_subtests(log)
     ksft_eq(failed, [], "KUnit cases that did not pass")
-    ksft_ge(total, 19, "netpoll (13) and netsysrq (6) KUnit cases")
+    ksft_ge(total, 24, "netpoll (18) and netsysrq (6) KUnit cases")
 
 
 @test
@@ -429,6 +429,25 @@ def netpoll_core_test(nic, mode):
 
 for _mode in ("driver", "napi"):
     named("netpoll_core_e1000_" + _mode, netpoll_core_test("e1000", _mode))
+
+
+def netpoll_ipv6_test(nic):
+    def fn():
+        doc = run_script("netpoll_ipv6-%s" % nic, nic, "netpoll_ipv6.py",
+                         timeout=600)
+        m = doc["metrics"]
+        ktap.ksft_pr("netpoll_ipv6 %s: echo delivered +%s; trapped after a "
+                     "neighbour flush: %s solicitation(s) answered; "
+                     "fragments: %s; malformed +%s" % (
+                         nic, m["echo"]["delivered"],
+                         m["ndp"]["ndp_replies"],
+                         m["fragments"]["came_back"],
+                         m["malformed"]["malformed"]))
+    return fn
+
+
+for _nic in ("e1000", "virtio-net-pci"):
+    named("netpoll_ipv6_" + _nic.replace("-", "_"), netpoll_ipv6_test(_nic))
 
 
 def build_module_kernel():

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""netpoll's IPv6 receive, with the netpoll_echo client on IPv6.
+
+Runs inside a network namespace that the caller created (as
+tests/netpoll_core.py does).  The guest boots with
+netpoll_echo=6600@GUEST_IP6/eth0,@HOST_IP6/<host MAC> (netconsole's
+syntax); tap0 gets HOST_IP6/64, the guest's eth0 GUEST_IP6/64 (no
+duplicate address detection on either side).
+
+Steps, in order (each printed PASS/FAIL/SKIP with its time):
+  boot        guest ready, the echo client registered on IPv6 (setup no
+              longer refuses a receiving client over IPv6)
+  echo        50 echoes over IPv6 answered while the kernel runs, each
+              delivered by netpoll (the client's "delivered" +50)
+  ndp         the host's neighbour entry for the guest flushed, then one
+              trap of 3 s during which the host sends 20 echoes: the host
+              must solicit the guest's address first, netpoll answers
+              (ndp_replies +1 or more) and every echo is answered
+  ndp_others  while trapped, raw solicitations from another host of the
+              subnet (OTHER_MAC, OTHER_IP6): the one for the guest's
+              address is answered to OTHER_MAC with the guest's MAC, the
+              one for an address the guest does not have is not
+  fragments   a 3000-byte datagram to the echo port (the host fragments
+              it) while the kernel runs, then another while trapped: no
+              answer, no ICMPv6 (the host's connected socket would get
+              ECONNREFUSED), the client's "fragments" +1 each; the same
+              to a port nobody has is answered with ICMPv6 (the detection
+              works)
+  malformed   raw IPv6 datagrams to the echo port with a bad UDP
+              checksum, a zero one, and a payload length longer than the
+              frame: none answered, "malformed" +3; then 50 echoes
+  splat       no BUG/WARNING/Oops in the serial log
+
+--out writes the steps and the metrics as JSON.
+"""
+
+import argparse
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "matrix"))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+import npng  # noqa: E402
+import kgdboe  # noqa: E402
+import netpoll_core  # noqa: E402
+
+NOT_OURS_IP6 = "fd00:2::99"     # an address the guest does not have
+FRAGMENTED_SIZE = 3000
+TRAP_MS = 3000
+GUEST_IP6_UP = ("echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_dad && "
+                "ip -6 addr add %s/64 dev eth0" % npng.GUEST_IP6)
+
+
+class Ipv6EchoTest(netpoll_core.TrapQueueTest):
+    def boot(self):
+        npng.sh("ip", "-6", "addr", "add", npng.HOST_IP6 + "/64", "dev",
+                npng.TAP, "nodad")
+        self.guest = npng.Guest(
+            self.a.nic, self.a.workdir, self.a.serial_log, self.a.kernel,
+            self.a.initrd, cpus=self.a.cpus,
+            extra_append=" ".join([npng.echo_arg(ipv6=True),
+                                   self.a.append]))
+        info = self.guest.wait_ready(self.a.boot_timeout)
+        self.guest.run(GUEST_IP6_UP, timeout=20)
+        self.peer = netpoll_core.EchoPeer(ipv6=True)
+        self.stats()
+        return "%d cpu(s), driver %s, echo client on %s" % (
+            info["cpus"], info["driver"], npng.GUEST_IP6)
+
+    def echo(self):
+        before = self.stats()
+        answered = self.echoes_answered()
+        d = self.delta(before, self.stats(), "delivered", "malformed")
+        self.metrics["echo"] = d
+        kgdboe.ksft_check(d["delivered"] >= 50, "delivered +%d for 50 "
+                          "echoes: the answers did not come from netpoll"
+                          % d["delivered"])
+        return "%d echoes answered, delivered +%d" % (answered,
+                                                       d["delivered"])
+
+    def trap(self, ms=TRAP_MS):
+        """Start one trap of ms; returns the agent's tag."""
+        tag = self.guest.start("echo %d > %s" % (ms, netpoll_core.TRAP))
+        time.sleep(0.7)
+        return tag
+
+    def ndp(self):
+        npng.sh("ip", "-6", "neigh", "flush", "dev", npng.TAP)
+        before = self.stats()
+        first = self.peer.seq + 1
+        tag = self.trap()
+        self.peer.send(20, gap_s=0.05)
+        self.guest.finish(tag, "trap", timeout=60)
+        self.peer.settle()
+        d = self.delta(before, self.stats(), "ndp_replies", "delivered")
+        self.metrics["ndp"] = d
+        missing = [s for s in range(first, first + 20)
+                   if s not in self.peer.answers]
+        kgdboe.ksft_check(not missing, "%d of 20 echoes sent while trapped "
+                          "unanswered (ndp_replies +%d): %s" % (
+                              len(missing), d["ndp_replies"], missing[:10]))
+        kgdboe.ksft_check(d["ndp_replies"] >= 1, "ndp_replies +%d while "
+                          "trapped, want at least 1" % d["ndp_replies"])
+        return "neighbour flushed, trapped: %d solicitation(s) answered, "\
+            "20 echoes answered" % d["ndp_replies"]
+
+    def advertisements_to(self, sniffer, mac, until):
+        """(dst MAC, target, link-layer address) of every advertisement
+        to mac that the sniffer sees before monotonic time until."""
+        got = []
+        while time.monotonic() < until:
+            r, _, _ = select.select([sniffer], [], [],
+                                    max(0, until - time.monotonic()))
+            if not r:
+                break
+            na = npng.parse_na_frame(sniffer.recv(2048))
+            if na and na[0] == mac:
+                got.append(na)
+        return got
+
+    def ndp_others(self):
+        sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                                socket.htons(npng.ETH_P_IPV6))
+        sniffer.bind((npng.TAP, 0))
+        raw = npng.RawSender()
+        try:
+            tag = self.trap(2000)
+            for target in (npng.GUEST_IP6, NOT_OURS_IP6):
+                raw.send(npng.ns_frame(npng.OTHER_MAC, npng.OTHER_IP6,
+                                       target))
+            got = self.advertisements_to(sniffer, npng.OTHER_MAC,
+                                         time.monotonic() + 1.0)
+            self.guest.finish(tag, "trap", timeout=60)
+        finally:
+            sniffer.close()
+            raw.close()
+        self.metrics["ndp_others"] = got
+        want = (npng.OTHER_MAC, npng.GUEST_IP6, npng.GUEST_MAC)
+        kgdboe.ksft_check(got == [want], "advertisements to %s while "
+                          "trapped: %s, want %s" % (npng.OTHER_MAC, got,
+                                                    [want]))
+        return "for %s: answered with %s; for %s: none" % (
+            npng.GUEST_IP6, npng.GUEST_MAC, NOT_OURS_IP6)
+
+    def one_fragmented(self, trapped, port=npng.ECHO_PORT):
+        """One fragmented datagram from a connected socket; what came
+        back: "nothing", "an answer" or "ICMP (ECONNREFUSED)"."""
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        try:
+            s.bind((npng.HOST_IP6, 0))
+            s.connect((npng.GUEST_IP6, port))
+            tag = self.trap(2000) if trapped else None
+            s.send(b"npng-frag " + b"x" * FRAGMENTED_SIZE)
+            if tag:
+                self.guest.finish(tag, "trap", timeout=60)
+            time.sleep(1.0)
+            s.setblocking(False)
+            try:
+                s.recv(65536)
+                return "an answer"
+            except ConnectionRefusedError:
+                return "ICMP (ECONNREFUSED)"
+            except BlockingIOError:
+                return "nothing"
+        finally:
+            s.close()
+
+    def malformed(self):
+        before = self.stats()
+        good = npng.udp6_frame(b"npng-bad 1", sport=npng.ECHO_HOST_PORT)
+        bad_csum = bytearray(good)
+        bad_csum[-1] ^= 1                           # payload changed
+        zero_csum = bytearray(good)
+        zero_csum[14 + 40 + 6:14 + 40 + 8] = b"\0\0"
+        long_plen = bytearray(good)
+        plen = struct.unpack_from("!H", good, 14 + 4)[0]
+        struct.pack_into("!H", long_plen, 14 + 4, plen + 100)
+        raw = npng.RawSender()
+        try:
+            for frame in (bad_csum, zero_csum, long_plen):
+                raw.send(bytes(frame))
+        finally:
+            raw.close()
+        time.sleep(1.0)
+        d = self.delta(before, self.stats(), "malformed", "delivered")
+        self.metrics["malformed"] = d
+        kgdboe.ksft_check((d["malformed"], d["delivered"]) == (3, 0),
+                          "malformed +%(malformed)d, delivered "
+                          "+%(delivered)d for 3 bad datagrams, want +3 "
+                          "and +0" % d)
+        after = self.echoes_answered()
+        return "bad checksum, zero checksum, long payload length: " \
+            "malformed +3, none delivered; %d echoes after" % after
+
+    def run(self):
+        if not self.step("boot", self.boot):
+            return
+        self.step("echo", self.echo)
+        self.step("ndp", self.ndp)
+        self.step("ndp_others", self.ndp_others)
+        self.step("fragments", self.fragments)
+        self.step("malformed", self.malformed)
+        self.step("splat", self.splat)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    kgdboe.guest_arguments(p)
+    a = p.parse_args()
+    # what tests/kgdboe.py's Test reads and this script does not vary
+    a.port, a.foreign_ip, a.skip, a.load = npng.KGDBOE_PORT, None, "", False
+    return kgdboe.run_test(Ipv6EchoTest(a), a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
