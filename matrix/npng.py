@@ -37,6 +37,9 @@ STACKED_GUEST_IP = "203.0.113.2"
 HOST_IP6 = "fd00:2::1"          # tap0's IPv6 address (IPv6 tests only)
 GUEST_IP6 = "fd00:2::2"
 OTHER_IP6 = "fd00:2::77"        # a host of the subnet that is not the peer
+# the guest's eth0 on IPv6, without duplicate address detection
+GUEST_IP6_UP = ("echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_dad && "
+                "ip -6 addr add %s/64 dev eth0" % GUEST_IP6)
 HOST_MAC = "02:00:c0:00:02:01"
 GUEST_MAC = "52:54:00:12:34:56"
 NC_PORT = 6666          # host port netconsole sends to
@@ -78,8 +81,12 @@ def kgdboe_config(port=KGDBOE_PORT, dev="eth0"):
     return netpoll_target(port, dev=dev)
 
 
+def netsysrq_config():
+    return netpoll_target(NETSYSRQ_PORT)
+
+
 def netsysrq_arg():
-    return "netsysrq=" + netpoll_target(NETSYSRQ_PORT)
+    return "netsysrq=" + netsysrq_config()
 
 
 def echo_arg(ipv6=False):
@@ -444,6 +451,11 @@ def sh(*argv, check=True):
     if check and r.returncode:
         raise RuntimeError("%s: %s" % (" ".join(argv), r.stderr.strip()))
     return r.stdout
+
+
+def host_ip6_up():
+    """tap0 gets HOST_IP6/64 (in the namespace the caller is in)."""
+    sh("ip", "-6", "addr", "replace", HOST_IP6 + "/64", "dev", TAP, "nodad")
 
 
 class NetNS:

@@ -322,6 +322,46 @@ def bridge_hmac_rfc4231():
     ksft_eq(oks, ["rfc4231_1", "rfc4231_2", "rfc4231_6", "rfc4231_7"])
 
 
+def bridge_first_datagram(bridge, key_file, target, family):
+    """What kgdboe-bridge sends first to target (a socket of family
+    listening on the loopback), and its exit status if it ended."""
+    s = socket.socket(family, socket.SOCK_DGRAM)
+    s.bind(("::1" if family == socket.AF_INET6 else "127.0.0.1", 0))
+    s.settimeout(5)
+    p = subprocess.Popen([bridge, "--key-file", key_file, "--connect-s", "2",
+                          target % s.getsockname()[1]],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        return s.recv(2048), p.poll()
+    except socket.timeout:
+        return None, p.wait(10)
+    finally:
+        p.kill()
+        p.wait()
+        s.close()
+
+
+@check
+def bridge_targets_ipv4_and_ipv6():
+    """kgdboe-bridge connects to HOST:PORT and to [IPV6]:PORT (its first
+    datagram arrives on the loopback), and refuses an IPv6 address
+    without brackets with a message."""
+    bridge = build_host_tool("kgdboe-bridge")
+    key_file = os.path.join(os.path.dirname(bridge), "key")
+    with open(key_file, "w") as f:
+        f.write("00" * 32 + "\n")
+    for target, family in (("127.0.0.1:%d", socket.AF_INET),
+                           ("[::1]:%d", socket.AF_INET6)):
+        first, rc = bridge_first_datagram(bridge, key_file, target, family)
+        ksft_true(first, "%s: no datagram (bridge exit %s)" % (target, rc))
+    r = subprocess.run([bridge, "--key-file", key_file, "::1:6443"],
+                       stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, timeout=10)
+    ksft_true(r.returncode != 0, "::1:6443 accepted")
+    ksft_true("[IPV6]:PORT" in r.stderr, "message: %r" % r.stderr)
+
+
 @check
 def netsysrq_vectors():
     """tools/netsysrq --self-test: its datagrams against the vectors the

@@ -57,6 +57,12 @@ Steps:
                 a tagged ARP request for the VLAN address from another host
                 is answered, tagged, and "g" and "D" are answered; the guest
                 runs afterwards
+  ipv6_session  kgdboe set to IPv6 addresses (GUEST_IP6 on eth0, gdb on
+                tap0's HOST_IP6): gdb attaches with udp:[GUEST_IP6]:PORT,
+                reads the registers, and, stopped, after the host's
+                neighbour entry is flushed (netpoll must answer the
+                solicitation), reads init_uts_ns.name.release; detaches;
+                the guest runs; kgdboe back on IPv4
   stacked_refused  kgdboe on a bridge (br1) and on an active-backup bond
                 (bond1) is refused, with netpoll's message naming the
                 device (a client there would never receive)
@@ -514,8 +520,11 @@ class Test:
         return ["debug remote 1"]
 
     def remote_target(self):
-        """What gdb's `target remote` is given."""
-        return "udp:%s:%d" % (npng.GUEST_IP, self.a.port)
+        """What gdb's `target remote` is given (an IPv6 address in
+        brackets)."""
+        ip = getattr(self, "target_ip", npng.GUEST_IP)
+        return ("udp:[%s]:%d" if ":" in ip else "udp:%s:%d") % (ip,
+                                                                self.a.port)
 
     VLAN_UP = ("ip link add link eth0 name %s type vlan id %d && "
                "ip addr add %s/24 dev %s && ip link set %s up" % (
@@ -608,6 +617,52 @@ class Test:
         return ("untagged client ignores tagged; on %s: '?' answered %r "
                 "while running; stopped: ARP, 'g' (%d bytes), 'D'; guest "
                 "alive" % (npng.VLAN_DEV, stop[:12], len(regs)))
+
+    IPV6_CONFIG = npng.netpoll_target(
+        npng.KGDBOE_PORT, npng.KGDBOE_PORT, local=npng.GUEST_IP6,
+        remote=npng.HOST_IP6)
+
+    def ipv6_session(self):
+        npng.host_ip6_up()
+        self.guest.run(npng.GUEST_IP6_UP, timeout=20)
+        rc, out = self.sysfs_write(self.IPV6_CONFIG)
+        if rc:
+            raise StepFailed("kgdboe on IPv6 refused: %s" % out.strip())
+        self.target_ip = npng.GUEST_IP6
+        try:
+            return self.ipv6_session_attached()
+        finally:
+            del self.target_ip
+            if self.attached:
+                self.gdb.close()
+                self.attached = False
+            self.sysfs_set()
+
+    def ipv6_session_attached(self):
+        said = self.kgdboe_messages(0)[-2:]
+        want = "target remote udp:[%s]:%d" % (npng.GUEST_IP6, self.a.port)
+        if not any(want in line for line in said):
+            raise StepFailed("kgdboe did not say %r: %s" % (
+                want, npng.one_line(" | ".join(said), 200)))
+        attached = self.attach()
+        regs = self.registers()
+        # stopped: the host must solicit the guest's address again
+        npng.sh("ip", "-6", "neigh", "flush", "dev", npng.TAP)
+        out = self.gdb.cli("print init_uts_ns.name.release")
+        if self.release not in out:
+            raise StepFailed("after a neighbour flush: %s" % out.strip())
+        self.gdb.cmd("-target-detach")
+        self.attached = False
+        self.gdb.close()
+        self.guest.run("echo alive", timeout=20)
+        ndp = self.np_stats().get("ndp_replies", 0)
+        if ndp < 1:
+            raise StepFailed("ndp_replies %d: the stopped guest answered no "
+                             "solicitation" % ndp)
+        return ("%s: attached (%s), %s, release read after a neighbour "
+                "flush (ndp_replies %d), detached, guest alive" % (
+                    self.remote_target(), npng.one_line(attached, 40),
+                    regs, ndp))
 
     # busybox's ip takes no bond options: the mode is set through sysfs
     # (bond0 exists already: built-in bonding creates it at boot)
@@ -934,6 +989,7 @@ class Test:
                          ("takeover", self.takeover),
                          ("device_gone", self.device_gone),
                          ("vlan_session", self.vlan_session),
+                         ("ipv6_session", self.ipv6_session),
                          ("stacked_refused", self.stacked_refused),
                          ("reattach", self.reattach)):
             self.step(name, fn, needs="foreign_after")

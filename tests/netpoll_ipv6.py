@@ -52,21 +52,18 @@ import netpoll_core  # noqa: E402
 NOT_OURS_IP6 = "fd00:2::99"     # an address the guest does not have
 FRAGMENTED_SIZE = 3000
 TRAP_MS = 3000
-GUEST_IP6_UP = ("echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_dad && "
-                "ip -6 addr add %s/64 dev eth0" % npng.GUEST_IP6)
 
 
 class Ipv6EchoTest(netpoll_core.TrapQueueTest):
     def boot(self):
-        npng.sh("ip", "-6", "addr", "add", npng.HOST_IP6 + "/64", "dev",
-                npng.TAP, "nodad")
+        npng.host_ip6_up()
         self.guest = npng.Guest(
             self.a.nic, self.a.workdir, self.a.serial_log, self.a.kernel,
             self.a.initrd, cpus=self.a.cpus,
             extra_append=" ".join([npng.echo_arg(ipv6=True),
                                    self.a.append]))
         info = self.guest.wait_ready(self.a.boot_timeout)
-        self.guest.run(GUEST_IP6_UP, timeout=20)
+        self.guest.run(npng.GUEST_IP6_UP, timeout=20)
         self.peer = netpoll_core.EchoPeer(ipv6=True)
         self.stats()
         return "%d cpu(s), driver %s, echo client on %s" % (

@@ -22,6 +22,11 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
   copy          a copy of the last command: its ACK again, not run again
   refusals      an older command, an old counter, a bad tag, another key
                 and another boot's nonce: no answer, each counted
+  ipv6          netsysrq set to IPv6 addresses through its parameter (the
+                guest's eth0 and tap0 get GUEST_IP6 and HOST_IP6): the
+                announcement names the IPv6 address, the host tool's 'h'
+                to [GUEST_IP6]:6667 is acknowledged; then back on IPv4,
+                where 'h' is acknowledged again
   flood         10,000 forged datagrams (right key id and nonce, random
                 tags): all counted, most unread past fail_limit, the
                 guest runs on and a valid command works 1 s later
@@ -64,6 +69,7 @@ STATS = "/sys/kernel/debug/netsysrq/stats"
 RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 FAIR_SERVER = "/sys/kernel/debug/sched/fair_server/cpu0/runtime"
 KEY_PARAM = "/sys/module/netsysrq/parameters/key"
+CONFIG_PARAM = "/sys/module/netsysrq/parameters/netsysrq"
 QUERY, STATUS, COMMAND, ACK = 1, 2, 3, 4
 SUMMARY = re.compile(r"^netsysrq: counter=(\d+) nonce=([0-9a-f]{16}) "
                      r"acked_ms=([\d.]+) sends=(\d+)", re.M)
@@ -112,10 +118,13 @@ class NetsysrqTest(kgdboe.Test):
     # -- helpers ----------------------------------------------------------
 
     def tool(self, keys, *extra, timeout_s=10):
-        """build/netsysrq: (exit status, output, summary match)."""
+        """build/netsysrq: (exit status, output, summary match); to
+        self.target_ip ([...] for IPv6), GUEST_IP unless set."""
+        ip = getattr(self, "target_ip", npng.GUEST_IP)
+        target = ("[%s]:%d" if ":" in ip else "%s:%d") % (
+            ip, npng.NETSYSRQ_PORT)
         argv = [npng.NETSYSRQ, "--key-file", self.keyfile, "--timeout-s",
-                str(timeout_s)] + list(extra) + [
-                    "%s:%d" % (npng.GUEST_IP, npng.NETSYSRQ_PORT), keys]
+                str(timeout_s)] + list(extra) + [target, keys]
         p = subprocess.run(argv, capture_output=True, text=True,
                            timeout=timeout_s + 30)
         out = p.stdout + p.stderr
@@ -228,6 +237,32 @@ class NetsysrqTest(kgdboe.Test):
         self.wait_nc(r"Emergency Sync", since, "'Emergency Sync'")
         self.wait_nc(r"Emergency Remount", since, "'Emergency Remount'")
         return "both acknowledged in %.1f ms" % ms
+
+    IPV6_CONFIG = npng.netpoll_target(npng.NETSYSRQ_PORT,
+                                      local=npng.GUEST_IP6,
+                                      remote=npng.HOST_IP6)
+
+    def ipv6(self):
+        """netsysrq set to IPv6 addresses at run time: the host tool's
+        'h' over IPv6 is acknowledged; then back on IPv4."""
+        npng.host_ip6_up()
+        self.guest.run(npng.GUEST_IP6_UP, timeout=20)
+        since = self.nc.mark()
+        self.guest.run("echo '%s' > %s" % (self.IPV6_CONFIG, CONFIG_PARAM),
+                       timeout=20)
+        self.target_ip = npng.GUEST_IP6
+        try:
+            self.wait_nc(r"netsysrq: SysRq on UDP \[%s\]:%d" % (
+                re.escape(npng.GUEST_IP6), npng.NETSYSRQ_PORT), since,
+                "the IPv6 announcement")
+            ms, _ = self.command("h", want=["help"])
+        finally:
+            del self.target_ip
+            self.guest.run("echo '%s' > %s" % (npng.netsysrq_config(),
+                                               CONFIG_PARAM), timeout=20)
+        ms4, _ = self.command("h", want=["help"])
+        return ("'h' acknowledged over IPv6 in %.1f ms, over IPv4 again "
+                "in %.1f ms" % (ms, ms4))
 
     def masked(self):
         before = self.stats()
@@ -417,6 +452,7 @@ class NetsysrqTest(kgdboe.Test):
                          ("masked", self.masked), ("copy", self.copy)):
             self.step(name, fn)
         self.step("refusals", self.refusals, needs="copy")
+        self.step("ipv6", self.ipv6)
         self.step("flood", self.flood)
         if self.a.cpus == 1:
             self.step("runaway", self.runaway)

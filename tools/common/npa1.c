@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "npa1.h"
 
@@ -124,30 +125,58 @@ int npa1_read_key(const char *prog, const char *path, struct hmac_sha256 *key)
 	return 0;
 }
 
-/* a UDP socket connected to HOST:PORT (IPv4), or -1 */
+/*
+ * Split HOST:PORT, or [IPV6-ADDRESS]:PORT, into host and port; 0 or -1.
+ * host must hold 256 bytes.
+ */
+static int split_target(const char *target, char *host, const char **port)
+{
+	const char *colon = strrchr(target, ':');
+	const char *start = target, *end = colon;
+
+	if (!colon || colon == target)
+		return -1;
+	if (target[0] == '[') {
+		start = target + 1;
+		end = colon - 1;
+		if (end < start || *end != ']')
+			return -1;
+	} else if (memchr(target, ':', colon - target)) {
+		return -1;	/* an IPv6 address wants brackets */
+	}
+	if (end == start || end - start >= 256)
+		return -1;
+	memcpy(host, start, end - start);
+	host[end - start] = '\0';
+	*port = colon + 1;
+	return 0;
+}
+
+/* a UDP socket connected to HOST:PORT or [IPV6]:PORT, or -1 */
 int connect_udp(const char *prog, const char *target)
 {
-	char host[256];
-	const char *colon = strrchr(target, ':');
-	struct addrinfo hints = { .ai_family = AF_INET,
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
 				  .ai_socktype = SOCK_DGRAM };
 	struct addrinfo *ai;
+	const char *port;
+	char host[256];
 	int fd, err;
 
-	if (!colon || colon == target || (size_t)(colon - target) >= sizeof(host)) {
-		fprintf(stderr, "%s: want HOST:PORT, not '%s'\n", prog, target);
+	if (split_target(target, host, &port)) {
+		fprintf(stderr, "%s: want HOST:PORT or [IPV6]:PORT, not '%s'\n",
+			prog, target);
 		return -1;
 	}
-	memcpy(host, target, colon - target);
-	host[colon - target] = '\0';
-	err = getaddrinfo(host, colon + 1, &hints, &ai);
+	err = getaddrinfo(host, port, &hints, &ai);
 	if (err) {
 		fprintf(stderr, "%s: %s: %s\n", prog, target, gai_strerror(err));
 		return -1;
 	}
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	fd = socket(ai->ai_family, SOCK_DGRAM, 0);
 	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
 		fprintf(stderr, "%s: socket: %s\n", prog, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		freeaddrinfo(ai);
 		return -1;
 	}

@@ -279,7 +279,8 @@ static void usage(void)
 		"usage: kgdboe-bridge --key-file FILE [--rto-ms N] [--keepalive-ms N]\n"
 		"                     [--connect-s N] [--stats-file FILE] [-v] HOST:PORT\n"
 		"       kgdboe-bridge --self-test\n"
-		"In gdb: target remote | kgdboe-bridge --key-file FILE HOST:PORT\n");
+		"In gdb: target remote | kgdboe-bridge --key-file FILE HOST:PORT\n"
+		"HOST is an IPv4 address or a name; an IPv6 address in brackets: [fd00:2::2]:6443\n");
 }
 
 int main(int argc, char **argv)
