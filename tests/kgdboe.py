@@ -531,21 +531,24 @@ class Test:
                    npng.VLAN_DEV, npng.VLAN_ID, npng.VLAN_GUEST_IP,
                    npng.VLAN_DEV, npng.VLAN_DEV))
 
-    def kgdboe_messages(self, since):
-        """kgdboe's kernel messages after the first `since` of them."""
-        _, dm = self.guest.run("dmesg | grep 'kgdboe: '", timeout=20,
-                               check=False)
+    CLIENT = "kgdboe"
+
+    def client_messages(self, since):
+        """The client's (CLIENT's) kernel messages after the first
+        `since` of them."""
+        _, dm = self.guest.run("dmesg | grep '%s: '" % self.CLIENT,
+                               timeout=20, check=False)
         return dm.strip().splitlines()[since:]
 
     def wait_message(self, since, text, seconds=15):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            new = self.kgdboe_messages(since)
+            new = self.client_messages(since)
             if any(text in line for line in new):
                 return new
             time.sleep(0.5)
-        raise StepFailed("no kgdboe message %r in %d s: %s" % (
-            text, seconds, npng.one_line(" | ".join(new), 300)))
+        raise StepFailed("no %s message %r in %d s: %s" % (
+            self.CLIENT, text, seconds, npng.one_line(" | ".join(new), 300)))
 
     VLAN_CONFIG = npng.netpoll_target(
         npng.KGDBOE_PORT, npng.KGDBOE_PORT, dev=npng.VLAN_DEV,
@@ -564,13 +567,13 @@ class Test:
         vlan = npng.VLAN_DEV
         self.set_on_vlan()
         try:
-            seen = len(self.kgdboe_messages(0))
+            seen = len(self.client_messages(0))
             t0 = time.monotonic()
             # hangs (guest-timeout) while something holds the device
             g.run("ip link del " + vlan, timeout=40)
             del_s = time.monotonic() - t0
             self.wait_message(seen, vlan + " went away: released")
-            seen = len(self.kgdboe_messages(0))
+            seen = len(self.client_messages(0))
             g.run(self.VLAN_UP, timeout=30)
             self.wait_message(seen, vlan + " came back: resumed")
             _, cur = g.run("cat /sys/module/kgdboe/parameters/kgdboe",
@@ -639,7 +642,7 @@ class Test:
             self.sysfs_set()
 
     def ipv6_session_attached(self):
-        said = self.kgdboe_messages(0)[-2:]
+        said = self.client_messages(0)[-2:]
         want = "target remote udp:[%s]:%d" % (npng.GUEST_IP6, self.a.port)
         if not any(want in line for line in said):
             raise StepFailed("kgdboe did not say %r: %s" % (
@@ -681,7 +684,7 @@ class Test:
                     local=npng.STACKED_GUEST_IP))
                 if rc == 0:
                     raise StepFailed("kgdboe on %s accepted" % dev)
-                said = self.kgdboe_messages(0)[-5:]
+                said = self.client_messages(0)[-5:]
                 if not any("%s: netpoll cannot receive on a bond" % dev in l
                            for l in said):
                     raise StepFailed("%s refused without netpoll's message: "

@@ -27,6 +27,12 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
                 announcement names the IPv6 address, the host tool's 'h'
                 to [GUEST_IP6]:6667 is acknowledged; then back on IPv4,
                 where 'h' is acknowledged again
+  device_gone   netsysrq set on a VLAN device (eth0.100), which is then
+                deleted: the deletion returns (it hung while netpoll held
+                the device), netsysrq says it released it and no longer
+                listens; the VLAN added again: netsysrq says it listens
+                again, and does; deleted once more; netsysrq set back on
+                eth0, where 'h' is acknowledged
   flood         10,000 forged datagrams (right key id and nonce, random
                 tags): all counted, most unread past fail_limit, the
                 guest runs on and a valid command works 1 s later
@@ -248,8 +254,7 @@ class NetsysrqTest(kgdboe.Test):
         npng.host_ip6_up()
         self.guest.run(npng.GUEST_IP6_UP, timeout=20)
         since = self.nc.mark()
-        self.guest.run("echo '%s' > %s" % (self.IPV6_CONFIG, CONFIG_PARAM),
-                       timeout=20)
+        self.set_config(self.IPV6_CONFIG)
         self.target_ip = npng.GUEST_IP6
         try:
             self.wait_nc(r"netsysrq: SysRq on UDP \[%s\]:%d" % (
@@ -258,11 +263,55 @@ class NetsysrqTest(kgdboe.Test):
             ms, _ = self.command("h", want=["help"])
         finally:
             del self.target_ip
-            self.guest.run("echo '%s' > %s" % (npng.netsysrq_config(),
-                                               CONFIG_PARAM), timeout=20)
+            self.set_config(npng.netsysrq_config())
         ms4, _ = self.command("h", want=["help"])
         return ("'h' acknowledged over IPv6 in %.1f ms, over IPv4 again "
                 "in %.1f ms" % (ms, ms4))
+
+    CLIENT = "netsysrq"
+    VLAN_CONFIG = npng.netpoll_target(
+        npng.NETSYSRQ_PORT, dev=npng.VLAN_DEV, local=npng.VLAN_GUEST_IP,
+        remote=npng.VLAN_HOST_IP)
+
+    def set_config(self, config):
+        self.guest.run("echo '%s' > %s" % (config, CONFIG_PARAM),
+                       timeout=20)
+
+    def listening(self, want, when):
+        if self.stats().get("listening") != want:
+            raise StepFailed("%s: listening %s, want %d" % (
+                when, self.stats().get("listening"), want))
+
+    def device_gone(self):
+        """netsysrq on a VLAN device that is deleted (released, the
+        deletion returns), added again (listening again), deleted once
+        more; then on eth0, where 'h' is acknowledged."""
+        g, vlan = self.guest, npng.VLAN_DEV
+        g.run(self.VLAN_UP, timeout=30)
+        try:
+            self.set_config(self.VLAN_CONFIG)
+            self.listening(1, "on " + vlan)
+            seen = len(self.client_messages(0))
+            t0 = time.monotonic()
+            # hangs (guest-timeout) while something holds the device
+            g.run("ip link del " + vlan, timeout=40)
+            del_s = time.monotonic() - t0
+            self.wait_message(seen, vlan + " went away: released")
+            self.listening(0, vlan + " deleted")
+            seen = len(self.client_messages(0))
+            g.run(self.VLAN_UP, timeout=30)
+            self.wait_message(seen, vlan + " came back: listening again")
+            self.listening(1, vlan + " added again")
+            seen = len(self.client_messages(0))
+            g.run("ip link del " + vlan, timeout=40)
+            self.wait_message(seen, vlan + " went away: released")
+        finally:
+            self.set_config(npng.netsysrq_config())
+            g.run("ip link del " + vlan, timeout=30, check=False)
+        ms, _ = self.command("h", want=["help"])
+        return ("%s deleted in %.1f s and released, added again and "
+                "listening, deleted again; on eth0 'h' acknowledged in "
+                "%.1f ms" % (vlan, del_s, ms))
 
     def masked(self):
         before = self.stats()
@@ -453,6 +502,7 @@ class NetsysrqTest(kgdboe.Test):
             self.step(name, fn)
         self.step("refusals", self.refusals, needs="copy")
         self.step("ipv6", self.ipv6)
+        self.step("device_gone", self.device_gone)
         self.step("flood", self.flood)
         if self.a.cpus == 1:
             self.step("runaway", self.runaway)
