@@ -110,7 +110,8 @@ def gdb_packet(body):
 
 class VlanPeer:
     """gdb's side of the protocol in 802.1Q-tagged frames on tap0, from
-    npng.VLAN_HOST_IP, for kgdboe on the guest's VLAN device."""
+    npng.VLAN_HOST_IP, for kgdboe on the guest's VLAN device (send()
+    and frames() serve other clients too)."""
 
     SPORT = 40100
 
@@ -126,10 +127,11 @@ class VlanPeer:
             if got and got[0] == npng.VLAN_ID:
                 yield got[1]
 
-    def send(self, payload, dst_ip=npng.VLAN_GUEST_IP):
+    def send(self, payload, dst_ip=npng.VLAN_GUEST_IP,
+             dport=npng.KGDBOE_PORT):
         self.raw.send(npng.udp_frame(
             payload, src_ip=npng.VLAN_HOST_IP, sport=self.SPORT,
-            dst_ip=dst_ip, vlan=npng.VLAN_ID))
+            dst_ip=dst_ip, dport=dport, vlan=npng.VLAN_ID))
 
     def ask(self, body, seconds=5.0, dst_ip=npng.VLAN_GUEST_IP):
         """Send one packet; the body of the first answer (acked), or

@@ -31,7 +31,9 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
                 deleted: the deletion returns (it hung while netpoll held
                 the device), netsysrq says it released it and no longer
                 listens; the VLAN added again: netsysrq says it listens
-                again, and does; deleted once more; netsysrq set back on
+                again, and a sealed 'h' in a frame tagged for VLAN 100
+                (raw, from tap0) is acknowledged, tagged; deleted once
+                more; netsysrq set back on
                 eth0, where 'h' is acknowledged
   flood         10,000 forged datagrams (right key id and nonce, random
                 tags): all counted, most unread past fail_limit, the
@@ -282,6 +284,22 @@ class NetsysrqTest(kgdboe.Test):
             raise StepFailed("%s: listening %s, want %d" % (
                 when, self.stats().get("listening"), want))
 
+    def vlan_ack(self):
+        """'h' sealed and sent in a frame tagged for VLAN_ID from
+        VLAN_HOST_IP (raw, from tap0): its ACK comes back tagged."""
+        counter = self.stats()["last_counter"] + 1
+        datagram = self.sealed("h", counter)
+        with kgdboe.VlanPeer() as peer:
+            for _ in range(5):
+                peer.send(datagram, dport=npng.NETSYSRQ_PORT)
+                for frame in peer.frames(0.5):
+                    udp = npng.parse_udp_frame(frame)
+                    fields = udp and udp[1] == npng.NETSYSRQ_PORT and \
+                        self.sealer.opens(udp[4])
+                    if fields and fields[0] == ACK and fields[2] == counter:
+                        return
+        raise StepFailed("no tagged ACK for 'h' on %s" % npng.VLAN_DEV)
+
     def device_gone(self):
         """netsysrq on a VLAN device that is deleted (released, the
         deletion returns), added again (listening again), deleted once
@@ -302,6 +320,7 @@ class NetsysrqTest(kgdboe.Test):
             g.run(self.VLAN_UP, timeout=30)
             self.wait_message(seen, vlan + " came back: listening again")
             self.listening(1, vlan + " added again")
+            self.vlan_ack()
             seen = len(self.client_messages(0))
             g.run("ip link del " + vlan, timeout=40)
             self.wait_message(seen, vlan + " went away: released")
@@ -310,8 +329,8 @@ class NetsysrqTest(kgdboe.Test):
             g.run("ip link del " + vlan, timeout=30, check=False)
         ms, _ = self.command("h", want=["help"])
         return ("%s deleted in %.1f s and released, added again and "
-                "listening, deleted again; on eth0 'h' acknowledged in "
-                "%.1f ms" % (vlan, del_s, ms))
+                "listening ('h' acknowledged there, tagged), deleted again; "
+                "on eth0 'h' acknowledged in %.1f ms" % (vlan, del_s, ms))
 
     def masked(self):
         before = self.stats()
