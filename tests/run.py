@@ -181,7 +181,7 @@ def kunit_netpoll():
               "must run first)" % log)
     failed, total = kunit_subtests(log)
     ksft_eq(failed, [], "KUnit cases that did not pass")
-    ksft_ge(total, 24, "netpoll (18) and netsysrq (6) KUnit cases")
+    ksft_ge(total, 25, "netpoll (19) and netsysrq (6) KUnit cases")
 
 
 @test
