@@ -267,19 +267,35 @@ class TrapQueueTest(kgdboe.Test):
                     sent, d["delivered"], d["queued"], d["dropped"],
                     after_echo))
 
+    IPV6 = False    # the echo client on GUEST_IP6 (tests/netpoll_ipv6.py)
+
+    def trap(self, ms):
+        """Start one trap of ms (the client's debugfs file); the agent's
+        tag, once the trap has surely begun."""
+        tag = self.guest.start("echo %d > %s" % (ms, TRAP))
+        time.sleep(0.7)
+        return tag
+
+    def connected_socket(self, port):
+        """A UDP socket from the host to the guest's port, whose large
+        datagrams the host fragments."""
+        if self.IPV6:
+            s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+            s.bind((npng.HOST_IP6, 0))
+            s.connect((npng.GUEST_IP6, port))
+            return s
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DONT)
+        s.bind((npng.HOST_IP, 0))
+        s.connect((npng.GUEST_IP, port))
+        return s
+
     def one_fragmented(self, trapped, port=npng.ECHO_PORT):
         """One fragmented datagram from a connected socket; what came
         back: "nothing", "an answer" or "ICMP (ECONNREFUSED)"."""
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s = self.connected_socket(port)
         try:
-            s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER,
-                         IP_PMTUDISC_DONT)
-            s.bind((npng.HOST_IP, 0))
-            s.connect((npng.GUEST_IP, port))
-            tag = None
-            if trapped:
-                tag = self.guest.start("echo 2000 > " + TRAP)
-                time.sleep(0.7)
+            tag = self.trap(2000) if trapped else None
             s.send(b"npng-frag " + b"x" * FRAGMENTED_SIZE)
             if tag:
                 self.guest.finish(tag, "trap", timeout=60)
@@ -323,24 +339,41 @@ class TrapQueueTest(kgdboe.Test):
                 "%d echoes after" % (
                     FRAGMENTED_SIZE, d["dev_trap_dropped"], after_echo))
 
-    def arp_replies_to(self, sniffer, mac, until):
-        """The guest's ARP replies to mac that the sniffer sees before
-        monotonic time until: a list of their (op, ...) tuples."""
+    @staticmethod
+    def sniffed(sniffer, until, parse):
+        """parse() of every frame the sniffer sees before monotonic time
+        until, where it is not None."""
         got = []
         while time.monotonic() < until:
             r, _, _ = select.select([sniffer], [], [],
                                     max(0, until - time.monotonic()))
             if not r:
                 break
-            a = npng.parse_arp_frame(sniffer.recv(2048))
-            if a and a[0] == 2 and a[1] == npng.GUEST_MAC and a[3] == mac:
-                got.append(a)
+            parsed = parse(sniffer.recv(2048))
+            if parsed is not None:
+                got.append(parsed)
         return got
 
-    def arp(self):
+    @staticmethod
+    def ethertype_sniffer(ethertype):
+        """An AF_PACKET socket on tap0 for one ethertype."""
         sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
-                                socket.htons(npng.ETH_P_ARP))
+                                socket.htons(ethertype))
         sniffer.bind((npng.TAP, 0))
+        return sniffer
+
+    def arp_replies_to(self, sniffer, mac, until):
+        """The guest's ARP replies to mac that the sniffer sees before
+        monotonic time until: a list of their (op, ...) tuples."""
+        def reply_to_mac(frame):
+            a = npng.parse_arp_frame(frame)
+            if a and a[0] == 2 and a[1] == npng.GUEST_MAC and a[3] == mac:
+                return a
+            return None
+        return self.sniffed(sniffer, until, reply_to_mac)
+
+    def arp(self):
+        sniffer = self.ethertype_sniffer(npng.ETH_P_ARP)
         raw = npng.RawSender()
         before = self.stats()
         try:
@@ -479,16 +512,15 @@ class TrapQueueTest(kgdboe.Test):
                     ", ".join("%s %d" % kv for kv in results.items()),
                     during, after_echo))
 
+    # after boot, each a method of that name
+    STEPS = ("torture", "bounded", "fragments", "arp", "jumbo", "selftest",
+             "splat")
+
     def run(self):
         if not self.step("boot", self.boot):
             return
-        self.step("torture", self.torture)
-        self.step("bounded", self.bounded)
-        self.step("fragments", self.fragments)
-        self.step("arp", self.arp)
-        self.step("jumbo", self.jumbo)
-        self.step("selftest", self.selftest)
-        self.step("splat", self.splat)
+        for name in self.STEPS:
+            self.step(name, getattr(self, name))
 
     def close(self):
         if getattr(self, "peer", None):
@@ -496,15 +528,17 @@ class TrapQueueTest(kgdboe.Test):
         super().close()
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(test_class=TrapQueueTest, trap_options=True):
+    p = argparse.ArgumentParser(description=sys.modules[
+        test_class.__module__].__doc__.split("\n")[0])
     kgdboe.guest_arguments(p)
-    p.add_argument("--traps", type=int, default=100)
-    p.add_argument("--trap-ms", type=int, default=30)
+    if trap_options:
+        p.add_argument("--traps", type=int, default=100)
+        p.add_argument("--trap-ms", type=int, default=30)
     a = p.parse_args()
     # what tests/kgdboe.py's Test reads and this script does not vary
     a.port, a.foreign_ip, a.skip, a.load = npng.KGDBOE_PORT, None, "", False
-    return kgdboe.run_test(TrapQueueTest(a), a)
+    return kgdboe.run_test(test_class(a), a)
 
 
 if __name__ == "__main__":

@@ -34,10 +34,7 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
 --out writes the steps and the metrics as JSON.
 """
 
-import argparse
 import os
-import select
-import socket
 import struct
 import sys
 import time
@@ -50,11 +47,12 @@ import kgdboe  # noqa: E402
 import netpoll_core  # noqa: E402
 
 NOT_OURS_IP6 = "fd00:2::99"     # an address the guest does not have
-FRAGMENTED_SIZE = 3000
 TRAP_MS = 3000
 
 
 class Ipv6EchoTest(netpoll_core.TrapQueueTest):
+    IPV6 = True
+
     def boot(self):
         npng.host_ip6_up()
         self.guest = npng.Guest(
@@ -80,17 +78,11 @@ class Ipv6EchoTest(netpoll_core.TrapQueueTest):
         return "%d echoes answered, delivered +%d" % (answered,
                                                        d["delivered"])
 
-    def trap(self, ms=TRAP_MS):
-        """Start one trap of ms; returns the agent's tag."""
-        tag = self.guest.start("echo %d > %s" % (ms, netpoll_core.TRAP))
-        time.sleep(0.7)
-        return tag
-
     def ndp(self):
         npng.sh("ip", "-6", "neigh", "flush", "dev", npng.TAP)
         before = self.stats()
         first = self.peer.seq + 1
-        tag = self.trap()
+        tag = self.trap(TRAP_MS)
         self.peer.send(20, gap_s=0.05)
         self.guest.finish(tag, "trap", timeout=60)
         self.peer.settle()
@@ -109,21 +101,13 @@ class Ipv6EchoTest(netpoll_core.TrapQueueTest):
     def advertisements_to(self, sniffer, mac, until):
         """(dst MAC, target, link-layer address) of every advertisement
         to mac that the sniffer sees before monotonic time until."""
-        got = []
-        while time.monotonic() < until:
-            r, _, _ = select.select([sniffer], [], [],
-                                    max(0, until - time.monotonic()))
-            if not r:
-                break
-            na = npng.parse_na_frame(sniffer.recv(2048))
-            if na and na[0] == mac:
-                got.append(na)
-        return got
+        def to_mac(frame):
+            na = npng.parse_na_frame(frame)
+            return na if na and na[0] == mac else None
+        return self.sniffed(sniffer, until, to_mac)
 
     def ndp_others(self):
-        sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
-                                socket.htons(npng.ETH_P_IPV6))
-        sniffer.bind((npng.TAP, 0))
+        sniffer = self.ethertype_sniffer(npng.ETH_P_IPV6)
         raw = npng.RawSender()
         try:
             tag = self.trap(2000)
@@ -143,29 +127,6 @@ class Ipv6EchoTest(netpoll_core.TrapQueueTest):
                                                     [want]))
         return "for %s: answered with %s; for %s: none" % (
             npng.GUEST_IP6, npng.GUEST_MAC, NOT_OURS_IP6)
-
-    def one_fragmented(self, trapped, port=npng.ECHO_PORT):
-        """One fragmented datagram from a connected socket; what came
-        back: "nothing", "an answer" or "ICMP (ECONNREFUSED)"."""
-        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-        try:
-            s.bind((npng.HOST_IP6, 0))
-            s.connect((npng.GUEST_IP6, port))
-            tag = self.trap(2000) if trapped else None
-            s.send(b"npng-frag " + b"x" * FRAGMENTED_SIZE)
-            if tag:
-                self.guest.finish(tag, "trap", timeout=60)
-            time.sleep(1.0)
-            s.setblocking(False)
-            try:
-                s.recv(65536)
-                return "an answer"
-            except ConnectionRefusedError:
-                return "ICMP (ECONNREFUSED)"
-            except BlockingIOError:
-                return "nothing"
-        finally:
-            s.close()
 
     def malformed(self):
         before = self.stats()
@@ -194,25 +155,9 @@ class Ipv6EchoTest(netpoll_core.TrapQueueTest):
         return "bad checksum, zero checksum, long payload length: " \
             "malformed +3, none delivered; %d echoes after" % after
 
-    def run(self):
-        if not self.step("boot", self.boot):
-            return
-        self.step("echo", self.echo)
-        self.step("ndp", self.ndp)
-        self.step("ndp_others", self.ndp_others)
-        self.step("fragments", self.fragments)
-        self.step("malformed", self.malformed)
-        self.step("splat", self.splat)
-
-
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    kgdboe.guest_arguments(p)
-    a = p.parse_args()
-    # what tests/kgdboe.py's Test reads and this script does not vary
-    a.port, a.foreign_ip, a.skip, a.load = npng.KGDBOE_PORT, None, "", False
-    return kgdboe.run_test(Ipv6EchoTest(a), a)
+    STEPS = ("echo", "ndp", "ndp_others", "fragments", "malformed",
+             "splat")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(netpoll_core.main(Ipv6EchoTest, trap_options=False))
