@@ -458,6 +458,12 @@ def host_ip6_up():
     sh("ip", "-6", "addr", "replace", HOST_IP6 + "/64", "dev", TAP, "nodad")
 
 
+def host_port(ip, port):
+    """ip:port as gdb and the host tools take it: an IPv6 address in
+    brackets."""
+    return ("[%s]:%d" if ":" in ip else "%s:%d") % (ip, port)
+
+
 class NetNS:
     """The namespace `name` with tap0 at HOST_IP/24, as a context manager:
     on exit (also on error or Ctrl-C) it runs the cleanups registered with

@@ -493,6 +493,8 @@ def raw_ipv6_frames():
     ksft_eq(npng.parse_na_frame(bytes(na)),
             (npng.OTHER_MAC, npng.GUEST_IP6, npng.GUEST_MAC))
     ksft_eq(npng.parse_na_frame(ns), None, "a solicitation is not one")
+    ksft_eq(npng.host_port(npng.GUEST_IP6, 6443), "[fd00:2::2]:6443")
+    ksft_eq(npng.host_port(npng.GUEST_IP, 6443), "192.0.2.2:6443")
 
 
 def tracked(pattern):

@@ -524,9 +524,13 @@ class Test:
     def remote_target(self):
         """What gdb's `target remote` is given (an IPv6 address in
         brackets)."""
-        ip = getattr(self, "target_ip", npng.GUEST_IP)
-        return ("udp:[%s]:%d" if ":" in ip else "udp:%s:%d") % (ip,
-                                                                self.a.port)
+        return "udp:" + npng.host_port(
+            getattr(self, "target_ip", npng.GUEST_IP), self.a.port)
+
+    def ipv6_up(self):
+        """tap0 on HOST_IP6, the guest's eth0 on GUEST_IP6."""
+        npng.host_ip6_up()
+        self.guest.run(npng.GUEST_IP6_UP, timeout=20)
 
     VLAN_UP = ("ip link add link eth0 name %s type vlan id %d && "
                "ip addr add %s/24 dev %s && ip link set %s up" % (
@@ -628,8 +632,7 @@ class Test:
         remote=npng.HOST_IP6)
 
     def ipv6_session(self):
-        npng.host_ip6_up()
-        self.guest.run(npng.GUEST_IP6_UP, timeout=20)
+        self.ipv6_up()
         rc, out = self.sysfs_write(self.IPV6_CONFIG)
         if rc:
             raise StepFailed("kgdboe on IPv6 refused: %s" % out.strip())

@@ -54,14 +54,13 @@ class Ipv6EchoTest(netpoll_core.TrapQueueTest):
     IPV6 = True
 
     def boot(self):
-        npng.host_ip6_up()
         self.guest = npng.Guest(
             self.a.nic, self.a.workdir, self.a.serial_log, self.a.kernel,
             self.a.initrd, cpus=self.a.cpus,
             extra_append=" ".join([npng.echo_arg(ipv6=True),
                                    self.a.append]))
         info = self.guest.wait_ready(self.a.boot_timeout)
-        self.guest.run(npng.GUEST_IP6_UP, timeout=20)
+        self.ipv6_up()
         self.peer = netpoll_core.EchoPeer(ipv6=True)
         self.stats()
         return "%d cpu(s), driver %s, echo client on %s" % (

@@ -128,9 +128,8 @@ class NetsysrqTest(kgdboe.Test):
     def tool(self, keys, *extra, timeout_s=10):
         """build/netsysrq: (exit status, output, summary match); to
         self.target_ip ([...] for IPv6), GUEST_IP unless set."""
-        ip = getattr(self, "target_ip", npng.GUEST_IP)
-        target = ("[%s]:%d" if ":" in ip else "%s:%d") % (
-            ip, npng.NETSYSRQ_PORT)
+        target = npng.host_port(getattr(self, "target_ip", npng.GUEST_IP),
+                                npng.NETSYSRQ_PORT)
         argv = [npng.NETSYSRQ, "--key-file", self.keyfile, "--timeout-s",
                 str(timeout_s)] + list(extra) + [target, keys]
         p = subprocess.run(argv, capture_output=True, text=True,
@@ -253,8 +252,7 @@ class NetsysrqTest(kgdboe.Test):
     def ipv6(self):
         """netsysrq set to IPv6 addresses at run time: the host tool's
         'h' over IPv6 is acknowledged; then back on IPv4."""
-        npng.host_ip6_up()
-        self.guest.run(npng.GUEST_IP6_UP, timeout=20)
+        self.ipv6_up()
         since = self.nc.mark()
         self.set_config(self.IPV6_CONFIG)
         self.target_ip = npng.GUEST_IP6
