@@ -248,31 +248,6 @@ def find_splats(text, fingerprint_depth=5):
     return out
 
 
-# What the lockdep kernel still reports in kgdb's NMI stop, and is known:
-# the driver's NAPI receive allocates there (napi_alloc_skb() and its
-# per-CPU cache, asserted for softirq context and annotated as a local
-# lock), called by netpoll_poll_dev() (netpoll_poll_one() since core/0045
-# polls a VLAN device's real device).  The first lockdep report turns
-# lockdep off, so a work item that held lock maps then "leaks" them.
-KNOWN_NMI_ALLOC = re.compile(r"napi_alloc_skb.*netpoll_poll_(?:dev|one)\b")
-AFTER_LOCKDEP_OFF = re.compile(r"INFO: lockdep is turned off|"
-                               r"BUG: workqueue leaked atomic, lock or RCU")
-
-
-def unknown_nmi_splats(text):
-    """The splats of a serial log's text that are not the known driver
-    allocation in NMI context (nor what follows lockdep turning off)."""
-    splats = find_splats(text)
-    unknown, known_seen = [], False
-    for sp in splats:
-        text = sp["what"] + " " + sp["fingerprint"]
-        if KNOWN_NMI_ALLOC.search(text):
-            known_seen = True
-        elif not (known_seen and AFTER_LOCKDEP_OFF.search(sp["what"])):
-            unknown.append(text)
-    return splats, unknown
-
-
 def first_splat(path):
     """The first report in a serial log file, as one line, or None."""
     try:

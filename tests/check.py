@@ -139,21 +139,18 @@ def splat_lockdep_fixture():
 
 
 @check
-def nmi_splats_known_and_unknown():
-    """The lockdep test's filter: the driver's receive allocating in NMI
-    context is known (and what follows lockdep turning off); a slab lock
-    taken by a free in NMI context is not."""
-    splats, unknown = npng.unknown_nmi_splats(
-        data("serial-nmi-known.log"))
-    ksft_eq((len(splats), unknown), (2, []), "known fixture")
-    renamed = data("serial-nmi-known.log").replace("netpoll_poll_dev",
-                                                   "netpoll_poll_one")
-    ksft_eq(npng.unknown_nmi_splats(renamed)[1], [],
-            "known fixture, poll frame renamed by core/0045")
-    splats, unknown = npng.unknown_nmi_splats(
-        data("serial-nmi-slab.log"))
-    ksft_eq(len(unknown), 1, "slab fixture: %s" % unknown)
-    ksft_true("free_to_partial_list" in unknown[0], unknown[0])
+def nmi_reports_fail_the_splat_step():
+    """The lockdep test fails on any report (its kgdboe `splat` step,
+    npng.first_splat()): the reports core/0053 and core/0042 removed are
+    found, named by their first frames."""
+    for name, frame in (("serial-nmi-known.log", "napi_alloc_skb"),
+                        ("serial-nmi-slab.log", "free_to_partial_list")):
+        splats = npng.find_splats(data(name))
+        ksft_true(splats, "%s: no report found" % name)
+        ksft_true(any(frame in s["what"] + s["fingerprint"] for s in splats),
+                  "%s: %s not named: %r" % (name, frame, splats))
+        ksft_true(npng.first_splat(os.path.join(DATA, name)),
+                  "%s: first_splat() found nothing" % name)
 
 
 @check

@@ -880,6 +880,11 @@ class Test:
              for k in ("received", "delivered", "sent", "dropped",
                        "malformed", "foreign", "arp_replies")}
         self.metrics.update({"np_" + k: v for k, v in d.items()})
+        # skbs netpoll_nmi_rx_skb() gave drivers in kgdb's NMI stop (all
+        # devices), and requests it could not serve
+        nmi = {k: after.get(k, 0) - before.get(k, 0)
+               for k in ("nmi_rx_served", "nmi_rx_missed")}
+        self.metrics.update({"np_" + k: v for k, v in nmi.items()})
         if d["delivered"] < self.a.reads:
             raise StepFailed("only %d datagrams delivered for %d reads: %r"
                              % (d["delivered"], self.a.reads, d))
@@ -887,7 +892,8 @@ class Test:
             raise StepFailed("netpoll dropped %d: %r" % (d["dropped"], d))
         if d["arp_replies"] < 1:
             raise StepFailed("no ARP reply while stopped: %r" % d)
-        text = " ".join("%s=%d" % kv for kv in d.items())
+        text = " ".join("%s=%d" % kv for kv in list(d.items()) +
+                        list(nmi.items()))
         if self.a.cpus > 1:
             # every stop parks the other CPUs outside the device first
             _, out = self.guest.run(
