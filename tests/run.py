@@ -297,7 +297,8 @@ def lockdep_kgdboe_test(nic, mode):
     driver must take no lock but by trylock and allocate nothing there.
     Every step must pass, its `splat` step included (no report at all),
     and the driver must have received into netpoll's NMI skbs
-    (core/0053; e1000: drivers/0054, 8139cp: drivers/0056)."""
+    (core/0053; e1000: drivers/0054, 8139cp: drivers/0056, pcnet32:
+    drivers/0057)."""
     def fn():
         build_debug_kernel(DEBUG_OBJ)
         tag = "kgdboe-lockdep-%s-%s" % (nic, mode)
@@ -313,7 +314,8 @@ def lockdep_kgdboe_test(nic, mode):
 # rtl8139 (8139cp) reaps its transmit ring in its interrupt handler, which
 # napi mode never runs (matrix/nics: tx-in-irq): driver mode only
 for _nic, _mode in (("e1000", "napi"), ("e1000", "driver"),
-                    ("rtl8139", "driver")):
+                    ("rtl8139", "driver"), ("pcnet", "napi"),
+                    ("pcnet", "driver")):
     named("kgdboe_lockdep_kernel_%s_2cpu_%s" % (_nic, _mode),
           lockdep_kgdboe_test(_nic, _mode))
 
