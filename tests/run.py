@@ -311,13 +311,17 @@ def lockdep_kgdboe_test(nic, mode):
     return fn
 
 
-# rtl8139 (8139cp) reaps its transmit ring in its interrupt handler, which
-# napi mode never runs (matrix/nics: tx-in-irq): driver mode only
-for _nic, _mode in (("e1000", "napi"), ("e1000", "driver"),
-                    ("rtl8139", "driver"), ("pcnet", "napi"),
-                    ("pcnet", "driver")):
-    named("kgdboe_lockdep_kernel_%s_2cpu_%s" % (_nic, _mode),
-          lockdep_kgdboe_test(_nic, _mode))
+# Required NICs whose driver no longer locks or allocates in the stop
+# (drivers/0054, 0056, 0057).  ne2k_pci (drivers/0058) is left out: one of
+# two sessions hung at a stop (README, open problems).  A NIC with a napi
+# quirk (matrix/nics) runs in driver mode only.
+LOCKDEP_NICS = ("e1000", "rtl8139", "pcnet")
+for _nic in REQUIRED:
+    for _mode in ("napi", "driver"):
+        if _nic.model in LOCKDEP_NICS and not (_mode == "napi" and
+                                               _nic.napi_quirk):
+            named("kgdboe_lockdep_kernel_%s_2cpu_%s" % (_nic.model, _mode),
+                  lockdep_kgdboe_test(_nic.model, _mode))
 
 
 def run_script(name, nic, script, *extra, timeout=900):
