@@ -724,7 +724,10 @@ class Guest:
                 os.unlink(path)
 
 
-STACK_WORDS = 48
+STACK_WORDS = 1024
+# text addresses kept of them: deep enough to reach, under a debugger stop
+# (kgdb, gdbstub, netpoll, the driver), the code that was interrupted
+STACK_FRAMES = 80
 
 
 def cpu_snapshot(guest, vmlinux):
@@ -746,7 +749,7 @@ def cpu_snapshot(guest, vmlinux):
             if re.match(r"[0-9a-f]{8}: ", l)))
         lines.append("cpu%d: EIP=%s %s | stack: %s" % (
             n, eip.group(1), " ".join(symbolize(vmlinux, [eip.group(1)])),
-            " < ".join(symbolize(vmlinux, words)[:16])))
+            " < ".join(symbolize(vmlinux, words)[:STACK_FRAMES])))
     return lines or ["no CPU registers from the monitor: " + one_line(regs)]
 
 

@@ -31,6 +31,12 @@ Steps:
                 (cont_to_bp_ms: from the guest command to the stop)
   step          next, then stepi
   delete_cont   delete, continue, the guest's sync completes
+  locked_stops  (--locked-stops) a breakpoint in each of LOCKED_STOPS, code
+                that runs with a lock held that netpoll and the driver must
+                never take in the stop (irq_desc, workqueue pool, timer and
+                hrtimer bases, slab node list, page allocator zone): each
+                is hit under the load, and while stopped there gdb reads
+                memory, deletes the breakpoint and continues
   interrupt     gdb's interrupt (0x03) stops the running kernel (intr_ms)
   detach        detach; the guest answers its control agent again
   foreign_after the foreign check again, after the session
@@ -69,6 +75,15 @@ Steps:
   reattach      gdb attaches and detaches once more
   splat         no BUG/WARNING/Oops in the serial log
 
+With --oops (the debug kernel: lkdtm) the session is another one: boot;
+load; oops: lkdtm's EXCEPTION makes the kernel oops with no debugger
+attached, and kgdb stops it (the guest no longer answers); attach: gdb
+attaches to the stopped kernel; oops_frame: its backtrace is lkdtm's;
+registers, release (ARP answered while stopped) and reads as above;
+oops_splats: the oops is the only report in the serial log.  lockdep is
+off from the oops on (oops_enter()), so this finds hangs and the other
+checks' reports, not lock misuse.
+
 With --load, iperf3 loads the NIC guest->host from before attach to the
 end (step load), and step load_alive checks at the end that iperf3 still
 moves data and that netconsole still logs (a line written to /dev/kmsg
@@ -97,6 +112,22 @@ import npng  # noqa: E402
 from npng import HarnessError  # noqa: E402
 
 PORT = npng.KGDBOE_PORT
+
+# --locked-stops: functions entered with a lock held, and an expression
+# printed at the stop (or None).  A stop there leaves that lock held by the
+# stopped CPU; whatever the stop path takes plainly, or allocates, hangs or
+# is reported by lockdep.  The guest runs each many times a second under
+# iperf3 load.
+LOCKED_STOPS = (
+    ("handle_irq_event", "the line's irq_desc lock", "desc->irq_data.irq"),
+    ("kick_pool", "a workqueue pool's lock", None),
+    ("enqueue_timer", "a timer base's lock", None),
+    ("enqueue_hrtimer", "an hrtimer base's lock", None),
+    ("add_partial", "a slab node's list_lock", None),
+    ("__free_one_page", "a zone's lock (page allocator)", None),
+)
+LOCKED_READS = 20
+LKDTM_DIRECT = "/sys/kernel/debug/provoke-crash/DIRECT"
 
 
 class StepFailed(Exception):
@@ -184,6 +215,12 @@ def mi_unquote(s):
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def mi_value(result):
+    """The value of -data-evaluate-expression's result record."""
+    m = re.search(r'value="((?:[^"\\]|\\.)*)"', result or "")
+    return mi_unquote(m.group(1)) if m else "?"
 
 
 MI_RESULT = re.compile(r"^(\d*)\^(done|running|connected|error|exit)"
@@ -839,6 +876,44 @@ class Test:
         rc, out = self.guest.run("echo alive", timeout=20)
         return "sync completed, guest runs"
 
+    def locked_stops(self):
+        """Stop at each of LOCKED_STOPS in turn; the kernel runs after."""
+        done = [self.locked_stop(*stop) for stop in LOCKED_STOPS]
+        _, out = self.guest.run("cat /sys/kernel/debug/kgdboe/stats",
+                                timeout=20)
+        m = re.search(r"^stepped_over (\d+)$", out, re.M)
+        ksft_check(m, "no stepped_over in kgdboe's stats: %s"
+                   % npng.one_line(out))
+        # hits inside the device, which kgdb stepped over (kgdboe.rst)
+        self.metrics["stepped_over"] = int(m.group(1))
+        return "; ".join(done) + "; %s stepped over" % m.group(1)
+
+    def locked_stop(self, func, lock, shown):
+        g = self.gdb
+        g.cmd("-exec-interrupt")
+        g.wait_stopped(30)
+        g.cmd("-break-insert " + func)
+        g.cmd("-exec-continue")
+        try:
+            line = g.wait_stopped(30)
+        except StepFailed as e:
+            raise StepFailed("%s (%s held): %s" % (func, lock, e))
+        ksft_check("breakpoint-hit" in line, "%s: %s" % (func, line[:160]))
+        g.cmd("-break-delete")
+        t = time.monotonic()
+        for _ in range(LOCKED_READS):
+            g.cmd("-data-evaluate-expression jiffies")
+        ms = (time.monotonic() - t) * 1000 / LOCKED_READS
+        frame = g.cli("bt 1")
+        ksft_check(func in frame, "%s: stopped in %s" % (
+            func, npng.one_line(frame, 80)))
+        value = ""
+        if shown:
+            value = " %s=%s" % (shown, mi_value(g.cmd(
+                "-data-evaluate-expression " + shown)[1]))
+        g.cmd("-exec-continue")
+        return "%s%s %.1f ms/read" % (func, value, ms)
+
     def interrupt(self):
         g = self.gdb
         t = time.monotonic()
@@ -887,7 +962,10 @@ class Test:
             raise StepFailed("only %d datagrams delivered for %d reads: %r"
                              % (d["delivered"], self.a.reads, d))
         if d["dropped"]:
-            raise StepFailed("netpoll dropped %d: %r" % (d["dropped"], d))
+            changed = {k: after[k] - before.get(k, 0) for k in after
+                       if after[k] != before.get(k, 0)}
+            raise StepFailed("netpoll dropped %d: %r" % (d["dropped"],
+                                                        changed))
         if d["arp_replies"] < 1:
             raise StepFailed("no ARP reply while stopped: %r" % d)
         text = " ".join("%s=%d" % kv for kv in d.items())
@@ -987,6 +1065,9 @@ class Test:
         self.step("breakpoint", self.breakpoint, True)
         self.step("step", self.step_step, True, needs="breakpoint")
         self.step("delete_cont", self.delete_cont, True, needs="breakpoint")
+        if self.a.locked_stops:
+            self.step("locked_stops", self.locked_stops, True,
+                      needs="delete_cont")
         self.step("interrupt", self.interrupt, True)
         self.step("detach", self.detach, True)
         self.step("counters", self.counters)
@@ -1007,6 +1088,59 @@ class Test:
         if self.a.load:
             self.step("load_alive", self.load_alive)
         self.step("splat", self.splat)
+
+    def run_oops(self):
+        if not self.step("boot", self.boot):
+            return
+        if not self.step("load", self.start_load):
+            return
+        self.step("oops", self.oops)
+        self.step("attach", self.attach, needs="oops")
+        self.step("oops_frame", self.oops_frame, True)
+        self.step("registers", self.registers, True)
+        self.step("release", self.release_step, True)
+        self.step("reads", self.reads, True)
+        self.step("oops_splats", self.oops_splats)
+
+    def oops(self):
+        # kgdb enters on an oops only when a panic does not reboot
+        # (kgdb_handle_exception()); the guest boots with panic=-1
+        self.guest.run("echo 0 > /proc/sys/kernel/panic", timeout=20)
+        self.guest.start("echo EXCEPTION > " + LKDTM_DIRECT)
+        deadline = time.monotonic() + 30
+        while "Oops:" not in self.serial_text():
+            ksft_check(time.monotonic() < deadline, "no Oops in 30 s")
+            time.sleep(0.5)
+        time.sleep(2)
+        tag = self.guest.start("echo stopped-test")
+        try:
+            self.guest.finish(tag, "echo", timeout=3)
+        except HarnessError:
+            return "oopsed, the kernel is stopped"
+        raise StepFailed("the guest still answers after its oops")
+
+    def oops_frame(self):
+        out = self.gdb.cli("bt 8")
+        ksft_check("lkdtm_" in out, "not lkdtm's oops: %s" % npng.one_line(
+            out, 160))
+        return npng.one_line(out, 100)
+
+    def oops_splats(self):
+        """The oops (its BUG and Oops lines) is the one report."""
+        reports = npng.find_splats(self.serial_text())
+        oops = [r for r in reports if r["what"].startswith("Oops:")]
+        others = [r for r in reports if not r["what"].startswith(
+            ("Oops:", "BUG: kernel NULL pointer dereference"))]
+        # lkdtm's debugfs write: direct_entry()
+        ksft_check(oops and "direct_entry" in oops[0]["fingerprint"],
+                   "no Oops in lkdtm: %r" % reports[:3])
+        ksft_check(not others, "more reports: %s [%s]" % (
+            others[0]["what"], others[0]["fingerprint"]) if others else "")
+        return "%s [%s]" % (oops[0]["what"], oops[0]["fingerprint"])
+
+    def serial_text(self):
+        with open(self.a.serial_log, errors="replace") as f:
+            return f.read()
 
     def symbol(self, name):
         out = subprocess.run(["nm", self.a.vmlinux], capture_output=True,
@@ -1045,7 +1179,7 @@ def guest_arguments(p):
 def run_test(t, a):
     """Run a Test's steps, clean up whatever happens; the exit status."""
     try:
-        t.run()
+        t.run_oops() if getattr(a, "oops", False) else t.run()
     except KeyboardInterrupt:
         t.results.append(("interrupted", False, "Ctrl-C", 0.0))
     finally:
@@ -1066,6 +1200,11 @@ def main():
                    "skipped, never as passed)")
     p.add_argument("--load", action="store_true",
                    help="iperf3 guest->host during the session")
+    p.add_argument("--locked-stops", action="store_true",
+                   help="step locked_stops: breakpoints where a lock is "
+                   "held")
+    p.add_argument("--oops", action="store_true",
+                   help="the oops session instead (needs lkdtm)")
     a = p.parse_args()
     return run_test(Test(a), a)
 

@@ -294,15 +294,17 @@ def lockdep_kgdboe_test(nic, mode):
     kernel, in a poll mode (napi: netpoll claims the NAPI context; driver:
     the driver's hook runs its interrupt handler through
     irq_run_handler_polled()).  kgdb's stop is an NMI: netpoll and the
-    driver must take no lock but by trylock and allocate nothing there.
+    driver must take no lock but by trylock and allocate nothing there,
+    also where the stopped CPU holds a lock (step locked_stops: stops in
+    irq, workqueue, timer, slab and page allocator code).
     Every step must pass, its `splat` step included (no report at all),
     and the driver must have received into netpoll's NMI skbs
-    (core/0053; e1000: drivers/0054, 8139cp: drivers/0056, pcnet32:
-    drivers/0057)."""
+    (core/0053; e1000: drivers/0054, 8139cp: drivers/0057, pcnet32:
+    drivers/0058)."""
     def fn():
         build_debug_kernel(DEBUG_OBJ)
         tag = "kgdboe-lockdep-%s-%s" % (nic, mode)
-        doc = run_kgdboe(tag, nic, "--append",
+        doc = run_kgdboe(tag, nic, "--locked-stops", "--append",
                          "netpoll.poll_mode=" + mode, cpus=2, obj=DEBUG_OBJ)
         failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
         ksft_eq(failed, [], "steps that failed or were skipped")
@@ -312,7 +314,7 @@ def lockdep_kgdboe_test(nic, mode):
 
 
 # Required NICs whose driver no longer locks or allocates in the stop
-# (drivers/0054, 0056, 0057).  ne2k_pci (drivers/0058) is left out: one of
+# (drivers/0054, 0057, 0058).  ne2k_pci (drivers/0059) is left out: one of
 # two sessions hung at a stop (README, open problems).  A NIC with a napi
 # quirk (matrix/nics) runs in driver mode only.
 LOCKDEP_NICS = ("e1000", "rtl8139", "pcnet")
@@ -322,6 +324,18 @@ for _nic in REQUIRED:
                                                _nic.napi_quirk):
             named("kgdboe_lockdep_kernel_%s_2cpu_%s" % (_nic.model, _mode),
                   lockdep_kgdboe_test(_nic.model, _mode))
+
+
+@test
+def kgdboe_lockdep_kernel_e1000_2cpu_oops():
+    """An oops (lkdtm) with kgdboe registered, no gdb attached and the NIC
+    under iperf3 load: kgdb stops the kernel, gdb attaches to it, reads
+    lkdtm's backtrace and memory, and the oops is the only report."""
+    build_debug_kernel(DEBUG_OBJ)
+    doc = run_kgdboe("kgdboe-oops-e1000", "e1000", "--oops", cpus=2,
+                     obj=DEBUG_OBJ)
+    failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
+    ksft_eq(failed, [], "steps that failed or were skipped")
 
 
 def run_script(name, nic, script, *extra, timeout=900):
