@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""kgdboe and netsysrq as modules: kgdboe's insmod with bad and good
-parameters, a gdb session, rmmod, and gdb refused afterwards; netsysrq
-loaded with its configuration and key, a command acknowledged, rmmod right
-after it, and no answer afterwards.
+"""kgdboe, netsysrq and the NIC driver as modules: the NIC's module
+loaded and the address set by hand; kgdboe's insmod with bad and good
+parameters, a gdb session; rmmod of the NIC driver under kgdboe (it must
+release the device, so that the rmmod returns) and insmod again (kgdboe
+resumes, gdb attaches again); rmmod of kgdboe, and gdb refused
+afterwards; netsysrq loaded with its configuration and key, a command
+acknowledged, rmmod right after it, and no answer afterwards.
 
 Runs inside a network namespace with tap0 (tests/run.py makes one).  The
-initrd must hold kgdboe.ko and netsysrq.ko at its root.  Prints one
-PASS/FAIL line per check and exits 1 when any failed.
+initrd must hold kgdboe.ko, netsysrq.ko and the NIC driver's module
+(<driver>.ko, matrix/nics) at its root.  Prints one PASS/FAIL line per
+check and exits 1 when any failed.
 """
 
 import argparse
@@ -14,6 +18,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "matrix"))
@@ -42,6 +47,74 @@ def netsysrq_tool(keyfile, keys, timeout_s):
                                                    npng.NETSYSRQ_PORT), keys],
                        capture_output=True, text=True, timeout=timeout_s + 30)
     return p.returncode, (p.stdout + p.stderr).strip()
+
+
+def nic_driver(model):
+    """The module name of the driver that binds QEMU's `model`."""
+    return {n.model: n.driver for n in npng.read_nics()}[model]
+
+
+def load_nic(g, driver):
+    """insmod the NIC driver and give eth0 the address the kernel's ip=
+    would have (the guest boots with ip=off: there is no eth0 yet)."""
+    return g.run("insmod /%s.ko && ip addr add %s/24 dev eth0 && "
+                 "ip link set eth0 up" % (driver, npng.GUEST_IP),
+                 timeout=60, check=False)
+
+
+def kgdboe_log(g, pattern):
+    """The last line of the guest's kernel log from kgdboe that matches
+    the extended regular expression `pattern`, or ""."""
+    _, out = g.run("dmesg | grep -E 'kgdboe: %s' | tail -n 1" % pattern,
+                   timeout=20, check=False)
+    return out.strip()
+
+
+def wait_kgdboe_log(g, pattern, seconds):
+    deadline = time.monotonic() + seconds
+    while True:
+        line = kgdboe_log(g, pattern)
+        if line or time.monotonic() > deadline:
+            return line
+        time.sleep(1)
+
+
+def gdb_attaches(vmlinux, rel):
+    """A gdb session: stop, read the release string, detach."""
+    out = gdb(vmlinux, "bt 1", "p init_uts_ns.name.release", "detach")
+    ok = "kgdb_breakpoint" in out and '"%s"' % rel in out \
+        and "detached" in out
+    return ok, " | ".join(l for l in out.splitlines()
+                          if l.startswith(("$1", "#0", "[Inferior")))
+
+
+def nic_module_under_kgdboe(g, check, driver, vmlinux, rel):
+    """rmmod of the NIC driver while kgdboe holds eth0: kgdboe must
+    release it (else unregister_netdev() waits for netpoll's reference
+    for ever: "waiting for eth0 to become free"); insmod brings eth0
+    back and kgdboe resumes on it."""
+    rc, out = g.run("rmmod " + driver, timeout=60, check=False)
+    line = wait_kgdboe_log(g, "eth0 went away", 10)
+    check("nic_rmmod", rc == 0 and "released it" in line,
+          "rc %d %s %s" % (rc, out, line or "no 'went away' message"))
+    rc, out = load_nic(g, driver)
+    line = wait_kgdboe_log(g, "eth0 came back", 30)
+    check("nic_insmod", rc == 0 and "resumed" in line,
+          "rc %d %s %s" % (rc, out, line or "no 'came back' message"))
+    # kgdboe resumes at NETDEV_UP, before e1000's watchdog brings the
+    # carrier up: gdb, right away, must not stop a machine that cannot
+    # answer (it attaches once its retransmission finds the link up)
+    early, detail = gdb_attaches(vmlinux, rel)
+    rc, out = g.run("echo alive", timeout=30, check=False)
+    _, stats = g.run("cat /sys/kernel/debug/kgdboe/stats", timeout=20,
+                     check=False)
+    no_carrier = npng.parse_kv(stats).get("breaks_no_carrier")
+    check("gdb_at_link_up", rc == 0 and "alive" in out,
+          "gdb %s, breaks_no_carrier %s; %s" % (
+              "attached" if early else "did not attach", no_carrier,
+              out or "the guest gave no answer"))
+    ok, detail = gdb_attaches(vmlinux, rel)
+    check("gdb_resumed", ok, detail)
 
 
 def netsysrq_module(g, check, workdir):
@@ -80,15 +153,18 @@ def main():
         print("%s %-14s %s" % ("PASS" if ok else "FAIL", name,
                                npng.one_line(detail, 150)), flush=True)
 
+    driver = nic_driver(a.nic)
     g = npng.Guest(a.nic, a.workdir, log,
                    os.path.join(a.obj, "arch", "x86", "boot", "bzImage"),
-                   a.initrd, cpus=a.cpus)
+                   a.initrd, cpus=a.cpus, extra_append="ip=off")
     try:
         info = g.wait_ready(180)
         _, rel = g.run("uname -r", timeout=20)
         rel = rel.strip()
         check("boot", info["cpus"] == a.cpus,
               "%s, %d cpu(s)" % (rel, info["cpus"]))
+        rc, out = load_nic(g, driver)
+        check("nic_insmod_boot", rc == 0, out or "%s.ko loaded" % driver)
         rc, out = g.run("insmod /kgdboe.ko kgdboe=garbage", timeout=30,
                         check=False)
         check("bad_string", rc != 0 and "Invalid argument" in out, out)
@@ -108,13 +184,11 @@ def main():
                       timeout=20, check=False)
         check("insmod", rc == 0 and "Registered I/O driver kgdboe" in dm,
               "rc %d %s %s" % (rc, out, dm))
-        out = gdb(vmlinux, "bt 1", "p init_uts_ns.name.release", "detach")
-        check("gdb", "kgdb_breakpoint" in out and '"%s"' % rel in out
-              and "detached" in out,
-              " | ".join(l for l in out.splitlines()
-                         if l.startswith(("$1", "#0", "[Inferior"))))
+        ok, detail = gdb_attaches(vmlinux, rel)
+        check("gdb", ok, detail)
         rc, out = g.run("echo alive", timeout=30, check=False)
         check("alive", rc == 0 and "alive" in out, out)
+        nic_module_under_kgdboe(g, check, driver, vmlinux, rel)
         rc, out = g.run("rmmod kgdboe", timeout=30, check=False)
         _, dm = g.run("dmesg | grep 'I/O driver kgdboe' | tail -n 1",
                       timeout=20, check=False)

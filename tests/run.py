@@ -466,15 +466,26 @@ for _nic in ("e1000", "virtio-net-pci"):
     named("netpoll_ipv6_" + _nic.replace("-", "_"), netpoll_ipv6_test(_nic))
 
 
+MODULE_NIC = "e1000"
+
+
 def build_module_kernel():
-    """build/obj-module: kgdboe=m and netsysrq=m, built incrementally
-    from build/obj; the object folder and the two modules."""
+    """build/obj-module: kgdboe, netsysrq and the NIC drivers as modules
+    (matrix/kgdboe-module.config), built incrementally from build/obj; the
+    object folder and the modules the test loads: the two clients and
+    MODULE_NIC's driver."""
     obj = os.path.join(TOP, "build", "obj-module")
     run_kernel_build("module", OBJ=obj, SEED_OBJ=OBJ,
                      EXTRA_CONFIG=os.path.join(TOP, "matrix",
                                                "kgdboe-module.config"))
     kos = [os.path.join(obj, "drivers", "net", name + ".ko")
            for name in ("kgdboe", "netsysrq")]
+    driver = {n.model: n.driver for n in npng.read_nics()}[MODULE_NIC]
+    found = subprocess.run(["find", os.path.join(obj, "drivers", "net"),
+                            "-name", driver + ".ko"],
+                           capture_output=True, text=True).stdout.split()
+    ksft_eq(len(found), 1, "%s.ko in %s" % (driver, obj))
+    kos += found
     for ko in kos:
         ksft_true(os.path.exists(ko), "no %s" % ko)
     return obj, kos
@@ -499,11 +510,14 @@ def initrd_with(work, paths):
 
 @test
 def clients_as_modules_2cpu():
-    """kgdboe and netsysrq built as modules (build/obj-module): kgdboe's
-    insmod refuses a bad string and a missing device, loads with a good
-    one, gdb attaches with 2 CPUs and detaches, rmmod unregisters it and
-    gdb gets no answer afterwards; netsysrq loads with its key, answers a
-    command, unloads right after it and answers nothing afterwards
+    """kgdboe, netsysrq and the NIC drivers built as modules
+    (build/obj-module; modpost checks the core's exports): the guest loads
+    e1000.ko; kgdboe's insmod refuses a bad string and a missing device,
+    loads with a good one, gdb attaches with 2 CPUs and detaches; rmmod
+    e1000 returns (kgdboe releases eth0), insmod e1000 and kgdboe resumes,
+    gdb attaches again; rmmod kgdboe unregisters it and gdb gets no answer
+    afterwards; netsysrq loads with its key, answers a command, unloads
+    right after it and answers nothing afterwards
     (tests/kgdboe_module.py)."""
     obj, kos = build_module_kernel()
     work = os.path.join(RESULTS, "kgdboe-module")
@@ -515,7 +529,7 @@ def clients_as_modules_2cpu():
             "npng-%d-module" % os.getpid(),
             [npng.PYTHON, os.path.join(TOP, "tests", "kgdboe_module.py"),
              "--obj", obj, "--initrd", initrd, "--workdir", work,
-             "--cpus", "2"], f, 600)
+             "--nic", MODULE_NIC, "--cpus", "2"], f, 600)
     text = open(outpath).read()
     for line in text.splitlines():
         m = re.match(r"(PASS|FAIL) (\S+)\s*(.*)", line)
