@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """kgdboe, netsysrq and the NIC driver as modules: the NIC's module
 loaded and the address set by hand; kgdboe's insmod with bad and good
-parameters, a gdb session; rmmod of the NIC driver under kgdboe (it must
-release the device, so that the rmmod returns) and insmod again (kgdboe
-resumes, gdb attaches again); rmmod of kgdboe, and gdb refused
+parameters, a gdb session; a netconsole target made through configfs;
+rmmod of the NIC driver under both (kgdboe must release the device, so
+that the rmmod returns) and insmod again (kgdboe and the netconsole
+target resume, gdb attaches again, netconsole logs again); rmmod of kgdboe, and gdb refused
 afterwards; netsysrq loaded with its configuration and key, a command
 acknowledged, rmmod right after it, and no answer afterwards.
 
@@ -16,6 +17,7 @@ check and exits 1 when any failed.
 import argparse
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import time
@@ -88,23 +90,67 @@ def gdb_attaches(vmlinux, rel):
                           if l.startswith(("$1", "#0", "[Inferior")))
 
 
-def nic_module_under_kgdboe(g, check, driver, vmlinux, rel):
-    """rmmod of the NIC driver while kgdboe holds eth0: kgdboe must
-    release it (else unregister_netdev() waits for netpoll's reference
-    for ever: "waiting for eth0 to become free"); insmod brings eth0
-    back and kgdboe resumes on it."""
-    rc, out = g.run("rmmod " + driver, timeout=60, check=False)
-    line = wait_kgdboe_log(g, "eth0 went away", 10)
-    check("nic_rmmod", rc == 0 and "released it" in line,
-          "rc %d %s %s" % (rc, out, line or "no 'went away' message"))
-    rc, out = load_nic(g, driver)
-    line = wait_kgdboe_log(g, "eth0 came back", 30)
-    check("nic_insmod", rc == 0 and "resumed" in line,
-          "rc %d %s %s" % (rc, out, line or "no 'came back' message"))
-    # kgdboe resumes at NETDEV_UP, before e1000's watchdog brings the
-    # carrier up: gdb, right away, must not stop a machine that cannot
-    # answer (it attaches once its retransmission finds the link up)
-    early, detail = gdb_attaches(vmlinux, rel)
+NC_TARGET = "/sys/kernel/config/netconsole/resume"
+
+
+class NetconsoleListener:
+    """The host's end of a configfs netconsole target on eth0."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((npng.HOST_IP, npng.NC_PORT))
+
+    def got(self, marker, seconds):
+        """Whether a datagram holding `marker` arrives within `seconds`."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                data = self.sock.recv(2048)
+            except socket.timeout:
+                return False
+            if marker.encode() in data:
+                return True
+        return False
+
+    def close(self):
+        self.sock.close()
+
+
+def netconsole_target(g):
+    """A dynamic netconsole target on eth0 (the boot option's target found
+    no eth0: the driver was not loaded yet)."""
+    attrs = [("dev_name", "eth0"), ("local_ip", npng.GUEST_IP),
+             ("remote_ip", npng.HOST_IP), ("remote_mac", npng.HOST_MAC),
+             ("local_port", npng.NC_SRC_PORT),
+             ("remote_port", npng.NC_PORT), ("enabled", 1)]
+    cmd = " && ".join(["mkdir %s" % NC_TARGET] +
+                      ["echo %s > %s/%s" % (v, NC_TARGET, k)
+                       for k, v in attrs])
+    return g.run(cmd, timeout=30, check=False)
+
+
+def netconsole_logs(g, nc, marker):
+    g.run("echo %s > /dev/kmsg" % marker, timeout=20, check=False)
+    return nc.got(marker, 5)
+
+
+def carrier_up(g, seconds=20):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        _, out = g.run("cat /sys/class/net/eth0/carrier", timeout=20,
+                       check=False)
+        if out.strip() == "1":
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def gdb_at_link_up(g, check, vmlinux, rel):
+    """kgdboe resumes at NETDEV_UP, before e1000's watchdog brings the
+    carrier up: gdb, right away, must not stop a machine that cannot
+    answer (it attaches once its retransmission finds the link up)."""
+    early, _ = gdb_attaches(vmlinux, rel)
     rc, out = g.run("echo alive", timeout=30, check=False)
     _, stats = g.run("cat /sys/kernel/debug/kgdboe/stats", timeout=20,
                      check=False)
@@ -113,8 +159,49 @@ def nic_module_under_kgdboe(g, check, driver, vmlinux, rel):
           "gdb %s, breaks_no_carrier %s; %s" % (
               "attached" if early else "did not attach", no_carrier,
               out or "the guest gave no answer"))
+
+
+def nic_module_under_kgdboe(g, check, driver, vmlinux, rel):
+    """rmmod of the NIC driver while kgdboe and a netconsole target hold
+    eth0: kgdboe must release it (else unregister_netdev() waits for
+    netpoll's reference for ever: "waiting for eth0 to become free");
+    insmod brings eth0 back, and both resume on it."""
+    nc = NetconsoleListener()
+    try:
+        rc, out = netconsole_target(g)
+        check("nc_target", rc == 0 and carrier_up(g) and
+              netconsole_logs(g, nc, "npng-nc-before"),
+              "rc %d %s: a configfs target on eth0 logs" % (rc, out))
+        rc, out = g.run("rmmod " + driver, timeout=60, check=False)
+        line = wait_kgdboe_log(g, "eth0 went away", 10)
+        check("nic_rmmod", rc == 0 and "released it" in line,
+              "rc %d %s %s" % (rc, out, line or "no 'went away' message"))
+        rc, out = load_nic(g, driver)
+        line = wait_kgdboe_log(g, "eth0 came back", 30)
+        check("nic_insmod", rc == 0 and "resumed" in line,
+              "rc %d %s %s" % (rc, out, line or "no 'came back' message"))
+        gdb_at_link_up(g, check, vmlinux, rel)
+        netconsole_resumed(g, check, nc)
+    finally:
+        nc.close()
     ok, detail = gdb_attaches(vmlinux, rel)
     check("gdb_resumed", ok, detail)
+
+
+def netconsole_resumed(g, check, nc):
+    """The netconsole target of nic_module_under_kgdboe() was stopped by
+    the rmmod, and resumes by itself once eth0 is back."""
+    _, log = g.run("dmesg | grep -E 'netconsole: network logging "
+                   "(stopped|resumed) on interface eth0' | tail -n 2",
+                   timeout=20, check=False)
+    _, enabled = g.run("cat %s/enabled" % NC_TARGET, timeout=20,
+                       check=False)
+    logs = carrier_up(g) and netconsole_logs(g, nc, "npng-nc-after")
+    check("nc_resumed", "unregistered" in log and "resumed" in log and
+          enabled.strip() == "1" and logs,
+          "%s; enabled %s; %s" % (" | ".join(log.strip().splitlines()),
+                                  enabled.strip(),
+                                  "logs again" if logs else "no message"))
 
 
 def netsysrq_module(g, check, workdir):
