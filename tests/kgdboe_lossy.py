@@ -31,6 +31,10 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
   attack_flood    10,000 forged datagrams from the peer's IP and MAC:
                   counted as refused, netconsole heartbeats go on
   auth_after      a full session at loss 0 still works
+  auth_ipv6       (--auth-ipv6) kgdboe set to IPv6 addresses, key kept:
+                  a full session through build/kgdboe-bridge to
+                  [GUEST_IP6]:PORT, without the relay (it is IPv4 only),
+                  then kgdboe set back to IPv4
   splat           no BUG/WARNING/Oops in the serial log
 
 With --lockdown, one step only:
@@ -80,6 +84,10 @@ class LossyTest(kgdboe.Test):
     # -- the path gdb takes ---------------------------------------------
 
     def remote_target(self):
+        if self.relay is None:      # auth_ipv6: straight to the guest
+            return "| %s --key-file %s --stats-file %s %s" % (
+                npng.BRIDGE, self.key_file, self.stats_file,
+                npng.host_port(npng.GUEST_IP6, npng.KGDBOE_PORT))
         host, port = self.relay.listen
         if self.mode == "plain":
             return "udp:%s:%d" % (host, port)
@@ -318,6 +326,30 @@ class LossyTest(kgdboe.Test):
         return "%d forged in %.1f s: %d reached kgdboe, %d refused; %d of " \
             "40 heartbeats" % (FLOOD, secs, arrived, d, len(recs))
 
+    def auth_ipv6(self):
+        self.ipv6_up()
+        rc, out = self.sysfs_write(self.IPV6_CONFIG)
+        if rc:
+            raise StepFailed("kgdboe on IPv6 refused: %s" % out.strip())
+        mode = self.kgdboe_stats().get("mode")
+        if mode != "authenticated":
+            raise StepFailed("mode %s after the IPv6 configuration, want "
+                             "authenticated (the key must stay)" % mode)
+        relay, self.relay = self.relay, None
+        t0 = time.monotonic()
+        try:
+            self.full_session()
+        finally:
+            self.relay = relay
+            self.attached = False
+            self.gdb.close()
+            self.sysfs_set()
+        secs = round(time.monotonic() - t0, 2)
+        self.metrics["auth_ipv6"] = {"session_s": secs,
+                                     "bridge": self.bridge_summary()}
+        return "full authenticated session to %s in %s s; kgdboe back on " \
+            "IPv4" % (npng.host_port(npng.GUEST_IP6, npng.KGDBOE_PORT), secs)
+
     def symbol_expr(self, expr):
         out = subprocess.run(["gdb", "-batch", "-nx", "-ex", "p/x " + expr,
                               self.a.vmlinux], capture_output=True,
@@ -389,6 +421,8 @@ class LossyTest(kgdboe.Test):
             self.step("attack_flood", self.attack_flood)
             self.step("auth_after", self.session_step("auth_after", {},
                                                       self.a.seed + 200))
+        if self.a.auth_ipv6:
+            self.step("auth_ipv6", self.auth_ipv6)
         self.step("counters", self.counters)
         self.step("splat", self.splat)
 
@@ -414,6 +448,8 @@ def main():
     p.add_argument("--auth-losses", type=losses, default=[0.0, 0.05, 0.10],
                    help="comma-separated loss rates for authenticated ones")
     p.add_argument("--attack", action="store_true")
+    p.add_argument("--auth-ipv6", action="store_true",
+                   help="an authenticated session over IPv6 at the end")
     p.add_argument("--lockdown", action="store_true",
                    help="only: boot locked down, kgdboe must refuse")
     p.add_argument("--load", action="store_true",

@@ -387,7 +387,8 @@ def auth_test(nic, attack):
     def fn():
         extra = ["--auth-losses", "0,0.05,0.10"]
         doc = run_lossy("kgdboe-auth-" + nic, nic,
-                        *(extra + (["--attack"] if attack else [])))
+                        *(extra + (["--attack", "--auth-ipv6"] if attack
+                                   else [])))
         m = doc["metrics"]
         base = m["auth_0"]["session_s"]
         ktap.ksft_pr("authenticated, %s: full session %s s at 0%%, %s s at "
