@@ -51,11 +51,6 @@ def netsysrq_tool(keyfile, keys, timeout_s):
     return p.returncode, (p.stdout + p.stderr).strip()
 
 
-def nic_driver(model):
-    """The module name of the driver that binds QEMU's `model`."""
-    return {n.model: n.driver for n in npng.read_nics()}[model]
-
-
 def load_nic(g, driver):
     """insmod the NIC driver and give eth0 the address the kernel's ip=
     would have (the guest boots with ip=off: there is no eth0 yet)."""
@@ -72,13 +67,18 @@ def kgdboe_log(g, pattern):
     return out.strip()
 
 
-def wait_kgdboe_log(g, pattern, seconds):
+def wait_for(fn, seconds, interval=0.5):
+    """fn()'s first true value within `seconds`, or its last value."""
     deadline = time.monotonic() + seconds
     while True:
-        line = kgdboe_log(g, pattern)
-        if line or time.monotonic() > deadline:
-            return line
-        time.sleep(1)
+        value = fn()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def wait_kgdboe_log(g, pattern, seconds):
+    return wait_for(lambda: kgdboe_log(g, pattern), seconds)
 
 
 def gdb_attaches(vmlinux, rel):
@@ -136,14 +136,9 @@ def netconsole_logs(g, nc, marker):
 
 
 def carrier_up(g, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        _, out = g.run("cat /sys/class/net/eth0/carrier", timeout=20,
-                       check=False)
-        if out.strip() == "1":
-            return True
-        time.sleep(0.5)
-    return False
+    return wait_for(lambda: g.run("cat /sys/class/net/eth0/carrier",
+                                  timeout=20, check=False)[1].strip() == "1",
+                    seconds)
 
 
 def gdb_at_link_up(g, check, vmlinux, rel):
@@ -240,7 +235,7 @@ def main():
         print("%s %-14s %s" % ("PASS" if ok else "FAIL", name,
                                npng.one_line(detail, 150)), flush=True)
 
-    driver = nic_driver(a.nic)
+    driver = npng.nic(a.nic).driver
     g = npng.Guest(a.nic, a.workdir, log,
                    os.path.join(a.obj, "arch", "x86", "boot", "bzImage"),
                    a.initrd, cpus=a.cpus, extra_append="ip=off")

@@ -481,7 +481,7 @@ def build_module_kernel():
                                                "kgdboe-module.config"))
     kos = [os.path.join(obj, "drivers", "net", name + ".ko")
            for name in ("kgdboe", "netsysrq")]
-    driver = {n.model: n.driver for n in npng.read_nics()}[MODULE_NIC]
+    driver = npng.nic(MODULE_NIC).driver
     found = subprocess.run(["find", os.path.join(obj, "drivers", "net"),
                             "-name", driver + ".ko"],
                            capture_output=True, text=True).stdout.split()
