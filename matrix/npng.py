@@ -89,11 +89,19 @@ def netsysrq_arg():
     return "netsysrq=" + netsysrq_config()
 
 
-def echo_arg(ipv6=False):
+def echo_config(ipv6=False, vlan=False):
+    """The echo client's option string: on eth0 over IPv4 or IPv6, or on
+    the VLAN device."""
     if ipv6:
-        return "netpoll_echo=" + netpoll_target(
-            ECHO_PORT, local=GUEST_IP6, remote=HOST_IP6)
-    return "netpoll_echo=" + netpoll_target(ECHO_PORT)
+        return netpoll_target(ECHO_PORT, local=GUEST_IP6, remote=HOST_IP6)
+    if vlan:
+        return netpoll_target(ECHO_PORT, dev=VLAN_DEV, local=VLAN_GUEST_IP,
+                              remote=VLAN_HOST_IP)
+    return netpoll_target(ECHO_PORT)
+
+
+def echo_arg(ipv6=False):
+    return "netpoll_echo=" + echo_config(ipv6)
 
 
 def guest_append(extra="", nc_port=NC_PORT, serial_console=True):

@@ -44,6 +44,17 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
              its interrupt test passes (QEMU's e1000 fails the register
              and loopback tests in both poll modes), and echoes are
              answered afterwards, running (50) and trapped (20)
+  vlan       eth0.100 added: tagged datagrams to the echo port of eth0's
+             address are not the untagged client's (no answer, nothing
+             delivered); the client moved to eth0.100 at run time (debugfs
+             netpoll_echo/config): 20 tagged echoes answered tagged while
+             the kernel runs, 20 while it is trapped
+  vlan_gone  eth0.100 deleted under the client: the deletion returns, the
+             client says it released the device and waits for it (its
+             config file says so); a bad configuration is refused with
+             EINVAL and changes nothing; eth0.100 added again: the client
+             resumes by itself and answers 20 tagged echoes; moved back
+             to eth0 at run time, 50 echoes answered
   splat      no BUG/WARNING/Oops in the serial log
 
 --out writes the steps and the metrics as JSON.
@@ -66,6 +77,7 @@ import kgdboe  # noqa: E402
 from kgdboe import StepFailed  # noqa: E402
 
 TRAP = "/sys/kernel/debug/netpoll_echo/trap"
+ECHO_CONFIG = "/sys/kernel/debug/netpoll_echo/config"
 
 
 def selftest_results(text):
@@ -512,15 +524,108 @@ class TrapQueueTest(kgdboe.Test):
                     ", ".join("%s %d" % kv for kv in results.items()),
                     during, after_echo))
 
+    CLIENT = "netpoll_echo"
+
+    def echo_config(self, value):
+        """Write the echo client's configuration: (rc, output)."""
+        return self.guest.run("echo '%s' > %s" % (value, ECHO_CONFIG),
+                              timeout=30, check=False)
+
+    @staticmethod
+    def tagged_echoes(peer, n, dst_ip=npng.VLAN_GUEST_IP, seconds=3.0):
+        """n tagged datagrams to the echo port of dst_ip: how many
+        different ones came back tagged within seconds."""
+        for i in range(n):
+            peer.send(b"npng-vlan %d" % i, dst_ip=dst_ip,
+                      dport=npng.ECHO_PORT)
+            time.sleep(0.005)
+        got = set()
+        for frame in peer.frames(seconds):
+            udp = npng.parse_udp_frame(frame)
+            if udp and udp[1] == npng.ECHO_PORT and \
+                    udp[4].startswith(b"npng-vlan "):
+                got.add(udp[4])
+            if len(got) == n:
+                break
+        return len(got)
+
+    def vlan(self):
+        self.guest.run(self.VLAN_UP, timeout=30)
+        with kgdboe.VlanPeer() as peer:
+            before = self.stats()["delivered"]
+            wrong = self.tagged_echoes(peer, 5, dst_ip=npng.GUEST_IP,
+                                       seconds=2.0)
+            taken = self.stats()["delivered"] - before
+            kgdboe.ksft_check(wrong == 0 and taken == 0,
+                              "the client on eth0 took tagged datagrams: "
+                              "%d answered, %d delivered" % (wrong, taken))
+            rc, out = self.echo_config(npng.echo_config(vlan=True))
+            kgdboe.ksft_check(rc == 0, "moving to %s: %s" % (
+                npng.VLAN_DEV, npng.one_line(out, 200)))
+            running = self.tagged_echoes(peer, 20)
+            tag = self.trap(3000)
+            trapped = self.tagged_echoes(peer, 20, seconds=2.0)
+            self.guest.finish(tag, "trap", timeout=60)
+        kgdboe.ksft_check(running == 20 and trapped == 20,
+                          "on %s: %d of 20 echoes answered running, %d of "
+                          "20 trapped" % (npng.VLAN_DEV, running, trapped))
+        return ("tagged to eth0's address: not taken; on %s: 20 of 20 "
+                "answered running, 20 of 20 trapped" % npng.VLAN_DEV)
+
+    def config_reads(self):
+        _, out = self.guest.run("cat " + ECHO_CONFIG, timeout=20)
+        return out.strip()
+
+    def vlan_gone(self):
+        try:
+            return self.vlan_gone_and_back()
+        finally:
+            self.echo_config(npng.echo_config())
+            self.guest.run("ip link del " + npng.VLAN_DEV, timeout=40,
+                           check=False)
+
+    def vlan_gone_and_back(self):
+        g, vlan = self.guest, npng.VLAN_DEV
+        seen = len(self.client_messages(0))
+        t0 = time.monotonic()
+        g.run("ip link del " + vlan, timeout=40)    # hangs if still held
+        del_s = time.monotonic() - t0
+        self.wait_message(seen, vlan + " went away: released")
+        waiting = self.config_reads()
+        kgdboe.ksft_check("waiting for " + vlan in waiting,
+                          "config reads %r" % waiting)
+        rc, out = self.echo_config("nonsense")
+        now = self.config_reads()
+        kgdboe.ksft_check(now == waiting, "a bad configuration (rc %d) "
+                          "changed %r to %r" % (rc, waiting, now))
+        kgdboe.ksft_check(rc and "Invalid argument" in out,
+                          "a bad configuration: rc %d: %s" % (rc, out))
+        seen = len(self.client_messages(0))
+        g.run(self.VLAN_UP, timeout=30)
+        self.wait_message(seen, "echoing UDP port %d on %s" % (
+            npng.ECHO_PORT, vlan))
+        with kgdboe.VlanPeer() as peer:
+            back = self.tagged_echoes(peer, 20)
+        kgdboe.ksft_check(back == 20, "resumed on %s: %d of 20 echoes "
+                          "answered" % (vlan, back))
+        rc, out = self.echo_config(npng.echo_config())
+        kgdboe.ksft_check(rc == 0, "moving back to eth0: %s" % out)
+        after = self.echoes_answered()
+        return ("deleted in %.1f s, released and waiting; bad input "
+                "refused (EINVAL), unchanged; added again: resumed, 20 of "
+                "20 answered; back on eth0, %d echoes" % (del_s, after))
+
     # after boot, each a method of that name
     STEPS = ("torture", "bounded", "fragments", "arp", "jumbo", "selftest",
-             "splat")
+             "vlan", "vlan_gone", "splat")
+    NEEDS = {"vlan_gone": "vlan"}
 
     def run(self):
         if not self.step("boot", self.boot):
             return
         for name in self.STEPS:
-            self.step(name, getattr(self, name))
+            self.step(name, getattr(self, name),
+                      needs=self.NEEDS.get(name))
 
     def close(self):
         if getattr(self, "peer", None):
