@@ -266,6 +266,9 @@ for _nic in REQUIRED:
 # 2 CPUs: kgdb stops the other CPU too; kgdboe must park it outside the
 # device first (the counters step checks that it did)
 named("kgdboe_gdb_session_e1000_2cpu", kgdboe_test("e1000", cpus=2))
+# issue 12's second model for VLAN, IPv6 and a device that goes away
+named("kgdboe_gdb_session_virtio_net_pci_1cpu",
+      kgdboe_test("virtio-net-pci"))
 
 DEBUG_OBJ = os.path.join(TOP, "build", "obj-debug")
 
