@@ -302,8 +302,8 @@ def lockdep_kgdboe_test(nic, mode):
     irq, workqueue, timer, slab and page allocator code).
     Every step must pass, its `splat` step included (no report at all),
     and the driver must have received into netpoll's NMI skbs
-    (core/0053; e1000: drivers/0054, 8139cp: drivers/0057, pcnet32:
-    drivers/0058)."""
+    (core/0057; e1000: drivers/0058, 8139cp: drivers/0061, pcnet32:
+    drivers/0062)."""
     def fn():
         build_debug_kernel(DEBUG_OBJ)
         tag = "kgdboe-lockdep-%s-%s" % (nic, mode)
@@ -317,7 +317,7 @@ def lockdep_kgdboe_test(nic, mode):
 
 
 # Required NICs whose driver no longer locks or allocates in the stop
-# (drivers/0054, 0057, 0058).  ne2k_pci (drivers/0059) is left out: one of
+# (drivers/0058, 0061, 0062).  ne2k_pci (drivers/0063) is left out: one of
 # two sessions hung at a stop (README, open problems).  A NIC with a napi
 # quirk (matrix/nics) runs in driver mode only.
 LOCKDEP_NICS = ("e1000", "rtl8139", "pcnet")
