@@ -6,6 +6,9 @@
 # the matrix config (options that do not exist yet at that commit are
 # skipped), boots it on e1000 for the burst-only matrix step, and prints
 # one line per patch.  Results: build/bisect/<n>.json and summary.txt.
+#
+# ONLY="3 4 69" (patch numbers) checks those patches alone, after a rebase
+# that changed only them: the others then give the trees they gave before.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +33,9 @@ n=0
 bad=0
 for c in $commits; do
 	n=$((n + 1))
+	if [ -n "${ONLY:-}" ] && ! [[ " $ONLY " == *" $n "* ]]; then
+		continue
+	fi
 	subj=$(git -C "$main" log -1 --format=%s "$c")
 	echo "bisect: [$n/$total] $subj"
 	git -C "$tree" checkout -q -f --detach "$c"
@@ -49,5 +55,8 @@ for c in $commits; do
 	printf '[%d/%d] %-13s %s\n' "$n" "$total" "boot $status" "$subj" | tee -a "$out/summary.txt"
 	[ "$status" = pass ] || bad=1
 done
-[ $bad = 0 ] && echo "bisect: every patch builds without warnings and boots" ||
+if [ $bad = 0 ]; then
+	echo "bisect: every patch${ONLY:+ of $ONLY} builds without warnings and boots"
+else
 	die "some patch failed (build/bisect/summary.txt)"
+fi
