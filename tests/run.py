@@ -318,8 +318,8 @@ def lockdep_kgdboe_test(nic, mode):
 
 # Required NICs whose driver no longer locks or allocates in the stop
 # (drivers/0058, 0061, 0062).  ne2k_pci (drivers/0063) is left out: 2 of 4
-# sessions failed before clients/0070, 3 of 3 passed since: too few runs
-# yet (README, open problems).  A NIC with a napi
+# sessions failed before clients/0070, 1 of 7 since (README, open
+# problems).  A NIC with a napi
 # quirk (matrix/nics) runs in driver mode only.
 LOCKDEP_NICS = ("e1000", "rtl8139", "pcnet")
 for _nic in REQUIRED:
