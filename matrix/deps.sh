@@ -27,13 +27,21 @@ for p in $want_pkgs; do
 		grep -q "install ok installed" || missing="$missing $p"
 done
 
+# A mirror in the middle of a sync serves an index of the wrong size and
+# apt-get update fails ("Mirror sync in progress?"): try again a few
+# times, then go on with what apt has.  A package that cannot be found
+# still stops the install or download below with apt's own error.
 updated=0
 apt_update() {
-	if [ "$updated" = 0 ]; then
-		echo "deps: apt-get update"
-		apt-get update -qq
-		updated=1
-	fi
+	local try
+	[ "$updated" = 0 ] || return 0
+	updated=1
+	for try in 1 2 3; do
+		echo "deps: apt-get update (try $try of 3)"
+		apt-get update -qq && return 0
+		[ "$try" = 3 ] || sleep 20
+	done
+	echo "deps: apt-get update failed 3 times; going on with the indexes apt has" >&2
 }
 
 if [ -n "$missing" ]; then
