@@ -37,9 +37,18 @@ STACKED_GUEST_IP = "203.0.113.2"
 HOST_IP6 = "fd00:2::1"          # tap0's IPv6 address (IPv6 tests only)
 GUEST_IP6 = "fd00:2::2"
 OTHER_IP6 = "fd00:2::77"        # a host of the subnet that is not the peer
-# the guest's eth0 on IPv6, without duplicate address detection
-GUEST_IP6_UP = ("echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_dad && "
-                "ip -6 addr add %s/64 dev eth0" % GUEST_IP6)
+VLAN_GUEST_IP6 = "fd00:64::2"   # the VLAN's IPv6 subnet (fd00:64::/64)
+VLAN_HOST_IP6 = "fd00:64::1"
+VLAN_OTHER_IP6 = "fd00:64::77"
+
+
+def ip6_up(dev, addr):
+    """Guest shell: addr/64 on dev, without duplicate address detection."""
+    return ("echo 0 > /proc/sys/net/ipv6/conf/%s/accept_dad && "
+            "ip -6 addr add %s/64 dev %s" % (dev, addr, dev))
+
+
+GUEST_IP6_UP = ip6_up("eth0", GUEST_IP6)
 HOST_MAC = "02:00:c0:00:02:01"
 GUEST_MAC = "52:54:00:12:34:56"
 NC_PORT = 6666          # host port netconsole sends to
@@ -90,8 +99,11 @@ def netsysrq_arg():
 
 
 def echo_config(ipv6=False, vlan=False):
-    """The echo client's option string: on eth0 over IPv4 or IPv6, or on
-    the VLAN device."""
+    """The echo client's option string: on eth0 or on the VLAN device,
+    over IPv4 or IPv6."""
+    if ipv6 and vlan:
+        return netpoll_target(ECHO_PORT, dev=VLAN_DEV, local=VLAN_GUEST_IP6,
+                              remote=VLAN_HOST_IP6)
     if ipv6:
         return netpoll_target(ECHO_PORT, local=GUEST_IP6, remote=HOST_IP6)
     if vlan:
@@ -1150,10 +1162,10 @@ def solicited_node_mac(ip6):
 
 
 def ipv6_frame(nexthdr, payload, src_mac, src_ip, dst_mac, dst_ip,
-               hop_limit=64, upper_csum_at=None):
+               hop_limit=64, upper_csum_at=None, vlan=None):
     """An Ethernet frame holding one IPv6 packet; with upper_csum_at, the
     upper-layer checksum at that offset of payload is computed over the
-    IPv6 pseudo-header."""
+    IPv6 pseudo-header (with vlan, tagged for that VLAN)."""
     src = socket.inet_pton(socket.AF_INET6, src_ip)
     dst = socket.inet_pton(socket.AF_INET6, dst_ip)
     if upper_csum_at is not None:
@@ -1162,21 +1174,35 @@ def ipv6_frame(nexthdr, payload, src_mac, src_ip, dst_mac, dst_ip,
         payload = payload[:upper_csum_at] + struct.pack("!H", csum) + \
             payload[upper_csum_at + 2:]
     ip6 = struct.pack("!IHBB", 6 << 28, len(payload), nexthdr, hop_limit)
-    return eth_header(dst_mac, src_mac, ETH_P_IPV6) + ip6 + src + dst + \
-        payload
+    return eth_header(dst_mac, src_mac, ETH_P_IPV6, vlan) + ip6 + src + \
+        dst + payload
 
 
 def udp6_frame(payload, src_mac=HOST_MAC, src_ip=HOST_IP6, sport=40000,
-               dst_mac=GUEST_MAC, dst_ip=GUEST_IP6, dport=ECHO_PORT):
+               dst_mac=GUEST_MAC, dst_ip=GUEST_IP6, dport=ECHO_PORT,
+               vlan=None):
     """An Ethernet frame holding one IPv6 UDP datagram, checksum right."""
     udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
     return ipv6_frame(17, udp, src_mac, src_ip, dst_mac, dst_ip,
-                      upper_csum_at=6)
+                      upper_csum_at=6, vlan=vlan)
 
 
-def ns_frame(sender_mac, sender_ip, target_ip):
+def parse_udp6_frame(frame):
+    """(src ip, sport, dst ip, dport, payload) of an untagged IPv6 UDP
+    frame without extension headers, or None."""
+    if len(frame) < 14 + 40 + 8 or frame[12:14] != b"\x86\xdd" or \
+            frame[20] != 17:
+        return None
+    sport, dport, ulen = struct.unpack_from("!HHH", frame, 54)
+    return (socket.inet_ntop(socket.AF_INET6, frame[22:38]), sport,
+            socket.inet_ntop(socket.AF_INET6, frame[38:54]), dport,
+            frame[62:54 + ulen])
+
+
+def ns_frame(sender_mac, sender_ip, target_ip, vlan=None):
     """An IPv6 neighbour solicitation for target_ip, to its solicited-node
-    group, with the sender's link-layer address option."""
+    group, with the sender's link-layer address option (with vlan,
+    tagged)."""
     group = socket.inet_pton(socket.AF_INET6, "ff02::1:ff00:0")[:13] + \
         socket.inet_pton(socket.AF_INET6, target_ip)[13:]
     icmp = struct.pack("!BBHI", ICMPV6_NS, 0, 0, 0) + \
@@ -1185,7 +1211,7 @@ def ns_frame(sender_mac, sender_ip, target_ip):
     return ipv6_frame(58, icmp, sender_mac, sender_ip,
                       solicited_node_mac(target_ip),
                       socket.inet_ntop(socket.AF_INET6, group),
-                      hop_limit=255, upper_csum_at=2)
+                      hop_limit=255, upper_csum_at=2, vlan=vlan)
 
 
 def parse_na_frame(frame):

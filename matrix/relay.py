@@ -14,7 +14,8 @@ datagrams, so a run can be repeated exactly:
   delay_ms  every datagram waits this long (plus up to as much again)
 
 Run inside a network namespace that our scripts created (the relay binds
-the addresses it is given, nothing else).  As a command, it runs for
+the addresses it is given, nothing else).  Each side is IPv4 or IPv6 as
+its address is (an IPv6 target is reached from an IPv6 socket).  As a command, it runs for
 --seconds at most and prints its counters as JSON at the end:
 
   matrix/relay.py --listen 127.0.0.1:7443 --target 192.0.2.2:6443 \\
@@ -87,10 +88,11 @@ class LossyRelay:
                                    **faults)
         self.to_client = Direction("to_client", random.Random(2 * seed + 1),
                                    **faults)
-        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.front = socket.socket(family(listen), socket.SOCK_DGRAM)
         self.front.bind(listen)
-        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.back.bind(source or ("0.0.0.0", 0))
+        self.back = socket.socket(family(target), socket.SOCK_DGRAM)
+        self.back.bind(source or ("::" if ":" in target[0] else "0.0.0.0",
+                                  0))
         self.listen = self.front.getsockname()
         self.client = None
         self.queue = []          # (time, n, socket, address, data)
@@ -160,9 +162,15 @@ class LossyRelay:
             self._send_due(now)
 
 
+def family(addr):
+    """The socket family of an (ip, port) address."""
+    return socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
+
+
 def address(text):
+    """ip:port, an IPv6 address in brackets or not."""
     host, port = text.rsplit(":", 1)
-    return (host, int(port))
+    return (host.strip("[]"), int(port))
 
 
 def main():

@@ -164,6 +164,11 @@ class VlanPeer:
             payload, src_ip=npng.VLAN_HOST_IP, sport=self.SPORT,
             dst_ip=dst_ip, dport=dport, vlan=npng.VLAN_ID))
 
+    def send6(self, payload, dport, dst_ip=npng.VLAN_GUEST_IP6):
+        self.raw.send(npng.udp6_frame(
+            payload, src_ip=npng.VLAN_HOST_IP6, sport=self.SPORT,
+            dst_ip=dst_ip, dport=dport, vlan=npng.VLAN_ID))
+
     def ask(self, body, seconds=5.0, dst_ip=npng.VLAN_GUEST_IP):
         """Send one packet; the body of the first answer (acked), or
         b"" when none came in `seconds`."""
@@ -184,6 +189,18 @@ class VlanPeer:
         for frame in self.frames(seconds):
             arp = npng.parse_arp_frame(frame)
             if arp and arp[0] == 2 and arp[2] == npng.VLAN_GUEST_IP:
+                return True
+        return False
+
+    def neighbour_answered(self, seconds=3.0):
+        """A tagged solicitation for VLAN_GUEST_IP6 from another host of
+        the VLAN: answered, tagged, to that host with the guest's MAC?"""
+        self.raw.send(npng.ns_frame(npng.OTHER_MAC, npng.VLAN_OTHER_IP6,
+                                    npng.VLAN_GUEST_IP6, vlan=npng.VLAN_ID))
+        for frame in self.frames(seconds):
+            na = npng.parse_na_frame(frame)
+            if na and na[0] == npng.OTHER_MAC and \
+                    na[1] == npng.VLAN_GUEST_IP6 and na[2] == npng.GUEST_MAC:
                 return True
         return False
 

@@ -32,9 +32,10 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
                   counted as refused, netconsole heartbeats go on
   auth_after      a full session at loss 0 still works
   auth_ipv6       (--auth-ipv6) kgdboe set to IPv6 addresses, key kept:
-                  a full session through build/kgdboe-bridge to
-                  [GUEST_IP6]:PORT, without the relay (it is IPv4 only),
-                  then kgdboe set back to IPv4
+                  a full session through build/kgdboe-bridge and the
+                  relay, which reaches [GUEST_IP6]:PORT from HOST_IP6, at
+                  the last --auth-losses rate (drop p, duplicate and
+                  reorder p/2), then kgdboe set back to IPv4
   splat           no BUG/WARNING/Oops in the serial log
 
 With --lockdown, one step only:
@@ -84,21 +85,20 @@ class LossyTest(kgdboe.Test):
     # -- the path gdb takes ---------------------------------------------
 
     def remote_target(self):
-        if self.relay is None:      # auth_ipv6: straight to the guest
-            return "| %s --key-file %s --stats-file %s %s" % (
-                npng.BRIDGE, self.key_file, self.stats_file,
-                npng.host_port(npng.GUEST_IP6, npng.KGDBOE_PORT))
         host, port = self.relay.listen
         if self.mode == "plain":
             return "udp:%s:%d" % (host, port)
         return "| %s --key-file %s --stats-file %s %s:%d" % (
             npng.BRIDGE, self.key_file, self.stats_file, host, port)
 
-    def session(self, faults, seed):
-        """One full session through a relay with `faults`; its metrics."""
+    def session(self, faults, seed, ipv6=False):
+        """One full session through a relay with `faults` (to the guest's
+        IPv6 address with ipv6); its metrics."""
         t0 = time.monotonic()
-        with LossyRelay(("127.0.0.1", 0), (npng.GUEST_IP, npng.KGDBOE_PORT),
-                        seed=seed, source=(npng.HOST_IP, 0),
+        guest, host = (npng.GUEST_IP6, npng.HOST_IP6) if ipv6 else \
+            (npng.GUEST_IP, npng.HOST_IP)
+        with LossyRelay(("127.0.0.1", 0), (guest, npng.KGDBOE_PORT),
+                        seed=seed, source=(host, 0),
                         **faults) as self.relay:
             try:
                 self.full_session()
@@ -335,20 +335,18 @@ class LossyTest(kgdboe.Test):
         if mode != "authenticated":
             raise StepFailed("mode %s after the IPv6 configuration, want "
                              "authenticated (the key must stay)" % mode)
-        relay, self.relay = self.relay, None
-        t0 = time.monotonic()
+        p = self.a.auth_losses[-1]
         try:
-            self.full_session()
+            m = self.session(mixed(p), self.a.seed + 300, ipv6=True)
         finally:
-            self.relay = relay
-            self.attached = False
-            self.gdb.close()
             self.sysfs_set()
-        secs = round(time.monotonic() - t0, 2)
-        self.metrics["auth_ipv6"] = {"session_s": secs,
-                                     "bridge": self.bridge_summary()}
-        return "full authenticated session to %s in %s s; kgdboe back on " \
-            "IPv4" % (npng.host_port(npng.GUEST_IP6, npng.KGDBOE_PORT), secs)
+        self.metrics["auth_ipv6"] = m
+        r = m["relay"]
+        return "full authenticated session to %s through the relay at " \
+            "%s%% loss in %s s (dropped %d+%d); kgdboe back on IPv4" % (
+                npng.host_port(npng.GUEST_IP6, npng.KGDBOE_PORT),
+                loss_name(p), m["session_s"], r["to_target"]["dropped"],
+                r["to_client"]["dropped"])
 
     def symbol_expr(self, expr):
         out = subprocess.run(["gdb", "-batch", "-nx", "-ex", "p/x " + expr,

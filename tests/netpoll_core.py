@@ -55,6 +55,12 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
              EINVAL and changes nothing; eth0.100 added again: the client
              resumes by itself and answers 20 tagged echoes; moved back
              to eth0 at run time, 50 echoes answered
+  vlan_ipv6  eth0.100 with VLAN_GUEST_IP6, the client moved there over
+             IPv6: 20 tagged IPv6 echoes answered tagged while the kernel
+             runs and 20 while trapped, and while trapped a tagged
+             neighbour solicitation from another host of the VLAN for the
+             guest's address is answered, tagged, with the guest's MAC;
+             back on eth0 over IPv4 afterwards
   splat      no BUG/WARNING/Oops in the serial log
 
 --out writes the steps and the metrics as JSON.
@@ -95,7 +101,13 @@ NOT_OURS_IP = "192.0.2.99"              # an address the guest does not have
 ARP_RATE = 20                           # netpoll.arp_rate's default
 ARP_FLOOD = 200
 JUMBO_MTU = 9000
-JUMBO_SIZES = (64, 1472, 4000, JUMBO_MTU - 28)
+
+
+def jumbo_sizes(ipv6):
+    """Echo sizes for the jumbo step: the largest UDP payloads of one
+    1500-byte and one JUMBO_MTU packet among them."""
+    headers = 48 if ipv6 else 28
+    return (64, 1500 - headers, 4000, JUMBO_MTU - headers)
 
 
 class EchoPeer:
@@ -443,25 +455,33 @@ class TrapQueueTest(kgdboe.Test):
                 return False
         return False
 
+    def connected_echo_socket(self):
+        """A UDP socket from the host connected to the echo client's
+        address (GUEST_IP6 with IPV6)."""
+        family = socket.AF_INET6 if self.IPV6 else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        s.bind((npng.HOST_IP6 if self.IPV6 else npng.HOST_IP, 0))
+        s.connect((npng.GUEST_IP6 if self.IPV6 else npng.GUEST_IP,
+                   npng.ECHO_PORT))
+        return s
+
     def jumbo(self):
         before = self.stats()
         npng.sh("ip", "link", "set", npng.TAP, "mtu", str(JUMBO_MTU))
         self.guest.run("ip link set eth0 mtu %d" % JUMBO_MTU, timeout=20)
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sizes = jumbo_sizes(self.IPV6)
+        s = self.connected_echo_socket()
         try:
-            s.bind((npng.HOST_IP, 0))
-            s.connect((npng.GUEST_IP, npng.ECHO_PORT))
             # e1000 resets for the new MTU: wait for its link
             deadline = time.monotonic() + 15
             while not self.echo_exact(s, 64) and \
                     time.monotonic() < deadline:
                 pass
-            running = {n: self.echo_exact(s, n, tag=b"r")
-                       for n in JUMBO_SIZES}
+            running = {n: self.echo_exact(s, n, tag=b"r") for n in sizes}
             tag = self.guest.start("echo 3000 > " + TRAP)
             time.sleep(0.7)
             trapped = {n: self.echo_exact(s, n, tag=b"t")
-                       for n in JUMBO_SIZES[2:]}
+                       for n in sizes[2:]}
             self.guest.finish(tag, "trap", timeout=60)
         finally:
             s.close()
@@ -532,16 +552,22 @@ class TrapQueueTest(kgdboe.Test):
                               timeout=30, check=False)
 
     @staticmethod
-    def tagged_echoes(peer, n, dst_ip=npng.VLAN_GUEST_IP, seconds=3.0):
-        """n tagged datagrams to the echo port of dst_ip: how many
-        different ones came back tagged within seconds."""
+    def tagged_echoes(peer, n, dst_ip=npng.VLAN_GUEST_IP, seconds=3.0,
+                      ipv6=False):
+        """n tagged datagrams to the echo port of dst_ip (IPv6: of
+        VLAN_GUEST_IP6): how many different ones came back tagged within
+        seconds."""
         for i in range(n):
-            peer.send(b"npng-vlan %d" % i, dst_ip=dst_ip,
-                      dport=npng.ECHO_PORT)
+            if ipv6:
+                peer.send6(b"npng-vlan %d" % i, dport=npng.ECHO_PORT)
+            else:
+                peer.send(b"npng-vlan %d" % i, dst_ip=dst_ip,
+                          dport=npng.ECHO_PORT)
             time.sleep(0.005)
+        parse = npng.parse_udp6_frame if ipv6 else npng.parse_udp_frame
         got = set()
         for frame in peer.frames(seconds):
-            udp = npng.parse_udp_frame(frame)
+            udp = parse(frame)
             if udp and udp[1] == npng.ECHO_PORT and \
                     udp[4].startswith(b"npng-vlan "):
                 got.add(udp[4])
@@ -615,9 +641,43 @@ class TrapQueueTest(kgdboe.Test):
                 "refused (EINVAL), unchanged; added again: resumed, 20 of "
                 "20 answered; back on eth0, %d echoes" % (del_s, after))
 
+    VLAN_IP6_UP = ("ip link del %s 2>/dev/null; " % npng.VLAN_DEV +
+                   kgdboe.Test.VLAN_UP + " && " +
+                   npng.ip6_up(npng.VLAN_DEV, npng.VLAN_GUEST_IP6))
+
+    def vlan_ipv6(self):
+        self.guest.run(self.VLAN_IP6_UP, timeout=30)
+        try:
+            return self.vlan_ipv6_echoes()
+        finally:
+            self.echo_config(npng.echo_config())
+            self.guest.run("ip link del " + npng.VLAN_DEV, timeout=40,
+                           check=False)
+
+    def vlan_ipv6_echoes(self):
+        with kgdboe.VlanPeer() as peer:
+            rc, out = self.echo_config(npng.echo_config(ipv6=True,
+                                                        vlan=True))
+            kgdboe.ksft_check(rc == 0, "moving to %s over IPv6: %s" % (
+                npng.VLAN_DEV, npng.one_line(out, 200)))
+            running = self.tagged_echoes(peer, 20, ipv6=True)
+            tag = self.trap(4000)
+            trapped = self.tagged_echoes(peer, 20, seconds=1.5, ipv6=True)
+            neighbour = peer.neighbour_answered(seconds=1.0)
+            self.guest.finish(tag, "trap", timeout=60)
+        kgdboe.ksft_check(running == 20 and trapped == 20 and neighbour,
+                          "on %s over IPv6: %d of 20 echoes answered "
+                          "running, %d of 20 trapped; a neighbour "
+                          "solicitation while trapped %s" % (
+                              npng.VLAN_DEV, running, trapped,
+                              "answered" if neighbour else "not answered"))
+        return ("on %s over IPv6: 20 of 20 answered running, 20 of 20 "
+                "trapped, a solicitation from another host answered "
+                "trapped" % npng.VLAN_DEV)
+
     # after boot, each a method of that name
     STEPS = ("torture", "bounded", "fragments", "arp", "jumbo", "selftest",
-             "vlan", "vlan_gone", "splat")
+             "vlan", "vlan_gone", "vlan_ipv6", "splat")
     NEEDS = {"vlan_gone": "vlan"}
 
     def run(self):

@@ -29,6 +29,10 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
   malformed   raw IPv6 datagrams to the echo port with a bad UDP
               checksum, a zero one, and a payload length longer than the
               frame: none answered, "malformed" +3; then 50 echoes
+  jumbo       as tests/netpoll_core.py's, over IPv6: MTU 9000 on the
+              guest's eth0 and on tap0, echoes of 64 to 8952 bytes (the
+              largest UDP payload of one 9000-byte IPv6 packet) answered
+              byte for byte running, those of 4000 and 8952 trapped
   splat       no BUG/WARNING/Oops in the serial log
 
 --out writes the steps and the metrics as JSON.
@@ -155,7 +159,7 @@ class Ipv6EchoTest(netpoll_core.TrapQueueTest):
             "malformed +3, none delivered; %d echoes after" % after
 
     STEPS = ("echo", "ndp", "ndp_others", "fragments", "malformed",
-             "splat")
+             "jumbo", "splat")
 
 
 if __name__ == "__main__":

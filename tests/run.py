@@ -401,8 +401,10 @@ def auth_test(nic, attack):
                          m["auth_5"]["session_s"] / base,
                          m["auth_10"]["session_s"],
                          m["auth_10"]["session_s"] / base,
-                         "; flood: %s of %s forged refused" % (
-                             m.get("flood_refused"), m.get("flood_sent"))
+                         "; flood: %s of %s forged refused; over IPv6 at "
+                         "10%%: %s s" % (
+                             m.get("flood_refused"), m.get("flood_sent"),
+                             m["auth_ipv6"]["session_s"])
                          if attack else ""))
     return fn
 
