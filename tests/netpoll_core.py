@@ -602,13 +602,17 @@ class TrapQueueTest(kgdboe.Test):
         _, out = self.guest.run("cat " + ECHO_CONFIG, timeout=20)
         return out.strip()
 
+    def back_on_eth0(self):
+        """The client on eth0 over IPv4 again, the VLAN device gone."""
+        self.echo_config(npng.echo_config())
+        self.guest.run("ip link del " + npng.VLAN_DEV, timeout=40,
+                       check=False)
+
     def vlan_gone(self):
         try:
             return self.vlan_gone_and_back()
         finally:
-            self.echo_config(npng.echo_config())
-            self.guest.run("ip link del " + npng.VLAN_DEV, timeout=40,
-                           check=False)
+            self.back_on_eth0()
 
     def vlan_gone_and_back(self):
         g, vlan = self.guest, npng.VLAN_DEV
@@ -650,9 +654,7 @@ class TrapQueueTest(kgdboe.Test):
         try:
             return self.vlan_ipv6_echoes()
         finally:
-            self.echo_config(npng.echo_config())
-            self.guest.run("ip link del " + npng.VLAN_DEV, timeout=40,
-                           check=False)
+            self.back_on_eth0()
 
     def vlan_ipv6_echoes(self):
         with kgdboe.VlanPeer() as peer:
