@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(TOP, "tests"))
 import ktap  # noqa: E402
 import npng  # noqa: E402
 import report  # noqa: E402
+import relay  # noqa: E402
 from relay import LossyRelay  # noqa: E402
 from ktap import KsftSkipEx, ksft_eq, ksft_in, ksft_true  # noqa: E402
 
@@ -369,10 +370,12 @@ def netsysrq_vectors():
         ksft_true(name in oks, "%s not passed: %s" % (name, oks))
 
 
-def relay_run(seed, **faults):
-    """300 datagrams through matrix/relay.py to a loopback echo."""
-    echo = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    echo.bind(("127.0.0.1", 0))
+def relay_run(seed, echo_ip="127.0.0.1", **faults):
+    """300 datagrams through matrix/relay.py to a loopback echo (on
+    echo_ip, which may be IPv6)."""
+    echo = socket.socket(socket.AF_INET6 if ":" in echo_ip else
+                         socket.AF_INET, socket.SOCK_DGRAM)
+    echo.bind((echo_ip, 0))
     echo.settimeout(0.5)
     client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 
@@ -385,7 +388,7 @@ def relay_run(seed, **faults):
             pass
 
     threading.Thread(target=serve, daemon=True).start()
-    with LossyRelay(("127.0.0.1", 0), echo.getsockname(), seed=seed,
+    with LossyRelay(("127.0.0.1", 0), echo.getsockname()[:2], seed=seed,
                     **faults) as r:
         for i in range(300):
             client.sendto(b"%d" % i, r.listen)
@@ -410,6 +413,18 @@ def relay_faults_are_seeded():
     ksft_true(15 <= t["dropped"] <= 50, "dropped %d of 300" % t["dropped"])
     ksft_true(t["duplicated"] > 0 and t["reordered"] > 0, repr(t))
     ksft_eq(t["out"], t["in"] - t["dropped"] + t["duplicated"])
+
+
+@check
+def relay_reaches_an_ipv6_target():
+    """An IPv6 target (auth_ipv6 in tests/kgdboe_lossy.py) is reached
+    from an IPv6 socket, the client side staying IPv4; --target takes an
+    address in brackets."""
+    r = relay_run(1, echo_ip="::1")
+    ksft_eq(r["to_target"]["out"], 300, "to the IPv6 echo")
+    ksft_eq(r["to_client"]["out"], 300, "answers back to the client")
+    ksft_eq(relay.address("[fd00:2::2]:6443"), ("fd00:2::2", 6443))
+    ksft_eq(relay.address("192.0.2.2:6443"), ("192.0.2.2", 6443))
 
 
 # ------------------------------------------------------------ perf
