@@ -15,8 +15,9 @@ datagrams, so a run can be repeated exactly:
 
 Run inside a network namespace that our scripts created (the relay binds
 the addresses it is given, nothing else).  Each side is IPv4 or IPv6 as
-its address is (an IPv6 target is reached from an IPv6 socket).  As a command, it runs for
---seconds at most and prints its counters as JSON at the end:
+its address is (an IPv6 target is reached from an IPv6 socket).  As a
+command, it runs for --seconds at most and prints its counters as JSON
+at the end:
 
   matrix/relay.py --listen 127.0.0.1:7443 --target 192.0.2.2:6443 \\
       --drop 0.05 --seed 1 --seconds 600
@@ -91,8 +92,8 @@ class LossyRelay:
         self.front = socket.socket(family(listen), socket.SOCK_DGRAM)
         self.front.bind(listen)
         self.back = socket.socket(family(target), socket.SOCK_DGRAM)
-        self.back.bind(source or ("::" if ":" in target[0] else "0.0.0.0",
-                                  0))
+        any_ip = "::" if family(target) == socket.AF_INET6 else "0.0.0.0"
+        self.back.bind(source or (any_ip, 0))
         self.listen = self.front.getsockname()
         self.client = None
         self.queue = []          # (time, n, socket, address, data)

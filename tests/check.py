@@ -373,8 +373,7 @@ def netsysrq_vectors():
 def relay_run(seed, echo_ip="127.0.0.1", **faults):
     """300 datagrams through matrix/relay.py to a loopback echo (on
     echo_ip, which may be IPv6)."""
-    echo = socket.socket(socket.AF_INET6 if ":" in echo_ip else
-                         socket.AF_INET, socket.SOCK_DGRAM)
+    echo = socket.socket(relay.family((echo_ip, 0)), socket.SOCK_DGRAM)
     echo.bind((echo_ip, 0))
     echo.settimeout(0.5)
     client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
