@@ -127,6 +127,12 @@ LOCKED_STOPS = (
     ("__free_one_page", "a zone's lock (page allocator)", None),
 )
 LOCKED_READS = 20
+KGDBOE_STATS = "/sys/kernel/debug/kgdboe/stats"
+# read-only module parameters: kgdboe's parks, kgdb's step-overs
+KGDB_COUNTERS = (("/sys/module/kgdboe/parameters",
+                  ("parks", "park_timeouts")),
+                 ("/sys/module/debug_core/parameters",
+                  ("step_overs", "rearms_deferred", "rearms_failed")))
 LKDTM_DIRECT = "/sys/kernel/debug/provoke-crash/DIRECT"
 
 
@@ -893,28 +899,65 @@ class Test:
         rc, out = self.guest.run("echo alive", timeout=20)
         return "sync completed, guest runs"
 
-    def locked_stops(self):
-        """Stop at each of LOCKED_STOPS in turn; the kernel runs after."""
-        done = [self.locked_stop(*stop) for stop in LOCKED_STOPS]
-        _, out = self.guest.run("cat /sys/kernel/debug/kgdboe/stats",
-                                timeout=20)
-        m = re.search(r"^stepped_over (\d+)$", out, re.M)
-        ksft_check(m, "no stepped_over in kgdboe's stats: %s"
-                   % npng.one_line(out))
-        # hits inside the device, which kgdb stepped over (kgdboe.rst)
-        self.metrics["stepped_over"] = int(m.group(1))
-        return "; ".join(done) + "; %s stepped over" % m.group(1)
+    def kgdboe_counters(self):
+        """kgdboe's statistics, its park counters and kgdb's step-over
+        counters, read through the guest's agent while the kernel runs:
+        {name: value}."""
+        _, out = self.guest.run("cat %s; " % KGDBOE_STATS + "; ".join(
+            "for p in %s; do echo $p $(cat %s/$p); done" % (" ".join(names),
+                                                            d)
+            for d, names in KGDB_COUNTERS), timeout=20)
+        counters = {k: int(v) for k, v in
+                    re.findall(r"^(\w+) (\d+)$", out, re.M)}
+        ksft_check("stepped_over" in counters and "parks" in counters,
+                   "no kgdboe counters: %s" % npng.one_line(out))
+        return counters
 
-    def locked_stop(self, func, lock, shown):
+    @staticmethod
+    def stepped_over(before, after):
+        """What kgdb stepped over between two kgdboe_counters()."""
+        d = {k: after.get(k, 0) - before.get(k, 0) for k in
+             ("stepped_over", "stepped_over_others", "park_timeouts",
+              "rearms_deferred", "rearms_failed")}
+        return ("%(stepped_over)d hits stepped over (%(stepped_over_others)d"
+                " with another CPU inside the device, %(rearms_deferred)d "
+                "put back late, %(rearms_failed)d not), %(park_timeouts)d "
+                "park timeouts" % d), d
+
+    def locked_stops(self):
+        """Stop at each of LOCKED_STOPS in turn; the kernel runs after.
+        Records, for each, the seconds from gdb's continue to the stop and
+        the hits kgdb stepped over meanwhile (a timeout says how many)."""
+        counts, done = [self.kgdboe_counters()], []
+        for stop in LOCKED_STOPS:
+            done.append(self.locked_stop(*stop, counts[-1]))
+            counts.append(self.kgdboe_counters())
+        waits = self.metrics.setdefault("locked_wait_s", {})
+        stepped = self.metrics.setdefault("locked_stepped_over", {})
+        for (func, _, _), (text, wait), before, after in zip(
+                LOCKED_STOPS, done, counts, counts[1:]):
+            waits[func] = wait
+            stepped[func] = self.stepped_over(before, after)[1]
+        # hits inside the device, which kgdb stepped over (kgdboe.rst)
+        self.metrics["stepped_over"] = counts[-1]["stepped_over"]
+        return "; ".join(t for t, _ in done) + "; %s" % self.stepped_over(
+            counts[0], counts[-1])[0]
+
+    def locked_stop(self, func, lock, shown, counters):
         g = self.gdb
         g.cmd("-exec-interrupt")
         g.wait_stopped(30)
         g.cmd("-break-insert " + func)
         g.cmd("-exec-continue")
+        t = time.monotonic()
         try:
             line = g.wait_stopped(30)
         except StepFailed as e:
-            raise StepFailed("%s (%s held): %s" % (func, lock, e))
+            # the kernel still runs when a hit never reported a stop
+            raise StepFailed("%s (%s held): %s; meanwhile %s" % (
+                func, lock, e, self.stepped_over(
+                    counters, self.kgdboe_counters())[0]))
+        wait = round(time.monotonic() - t, 2)
         ksft_check("breakpoint-hit" in line, "%s: %s" % (func, line[:160]))
         g.cmd("-break-delete")
         t = time.monotonic()
@@ -929,7 +972,8 @@ class Test:
             value = " %s=%s" % (shown, mi_value(g.cmd(
                 "-data-evaluate-expression " + shown)[1]))
         g.cmd("-exec-continue")
-        return "%s%s %.1f ms/read" % (func, value, ms)
+        return "%s%s stop after %.1f s, %.1f ms/read" % (
+            func, value, wait, ms), wait
 
     def interrupt(self):
         g = self.gdb
@@ -988,13 +1032,8 @@ class Test:
         text = " ".join("%s=%d" % kv for kv in d.items())
         if self.a.cpus > 1:
             # every stop parks the other CPUs outside the device first
-            _, out = self.guest.run(
-                "cat /sys/module/kgdboe/parameters/parks"
-                " /sys/module/kgdboe/parameters/park_timeouts", timeout=20)
-            vals = re.findall(r"^(\d+)$", out, re.M)
-            if len(vals) != 2:
-                raise StepFailed("no park counters: %r" % out)
-            parks, timeouts = (int(v) for v in vals)
+            c = self.kgdboe_counters()
+            parks, timeouts = c["parks"], c["park_timeouts"]
             self.metrics.update({"parks": parks, "park_timeouts": timeouts})
             if parks < 1:
                 raise StepFailed("the other CPUs were never parked: %s"

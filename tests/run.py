@@ -292,8 +292,8 @@ def run_kernel_build(what, **env):
         what, npng.one_line(r.stdout[-300:])))
 
 
-def lockdep_kgdboe_test(nic, mode):
-    """A kgdboe session with 2 CPUs under iperf3 load on the lockdep
+def lockdep_kgdboe_test(nic, mode, cpus=2):
+    """A kgdboe session with `cpus` CPUs under iperf3 load on the lockdep
     kernel, in a poll mode (napi: netpoll claims the NAPI context; driver:
     the driver's hook runs its interrupt handler through
     irq_run_handler_polled()).  kgdb's stop is an NMI: netpoll and the
@@ -306,9 +306,15 @@ def lockdep_kgdboe_test(nic, mode):
     drivers/0062)."""
     def fn():
         build_debug_kernel(DEBUG_OBJ)
-        tag = "kgdboe-lockdep-%s-%s" % (nic, mode)
+        tag = "kgdboe-lockdep-%s-%s-%d" % (nic, mode, cpus)
         doc = run_kgdboe(tag, nic, "--locked-stops", "--append",
-                         "netpoll.poll_mode=" + mode, cpus=2, obj=DEBUG_OBJ)
+                         "netpoll.poll_mode=" + mode, cpus=cpus,
+                         obj=DEBUG_OBJ)
+        m = doc["metrics"]
+        ktap.ksft_pr("locked stops, %s %s %d cpu(s): seconds to each stop "
+                     "%s, hits stepped over %s, park timeouts %s" % (
+                         nic, mode, cpus, m.get("locked_wait_s"),
+                         m.get("stepped_over"), m.get("park_timeouts")))
         failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
         ksft_eq(failed, [], "steps that failed or were skipped")
         ksft_ge(doc["metrics"].get("np_nmi_rx_served", 0), 1,
@@ -316,18 +322,17 @@ def lockdep_kgdboe_test(nic, mode):
     return fn
 
 
-# Required NICs whose driver no longer locks or allocates in the stop
-# (drivers/0058, 0061, 0062).  ne2k_pci (drivers/0063) is left out: 2 of 4
-# sessions failed before clients/0070, 1 of 7 since (README, open
-# problems).  A NIC with a napi
-# quirk (matrix/nics) runs in driver mode only.
-LOCKDEP_NICS = ("e1000", "rtl8139", "pcnet")
+# Every required NIC (their drivers take no lock but by trylock and
+# allocate nothing in the stop: drivers/0058, 0061-0063), with 2 CPUs in
+# each poll mode (a NIC with a napi quirk, matrix/nics, in driver mode
+# only) and with 1 CPU in driver mode.
 for _nic in REQUIRED:
     for _mode in ("napi", "driver"):
-        if _nic.model in LOCKDEP_NICS and not (_mode == "napi" and
-                                               _nic.napi_quirk):
+        if not (_mode == "napi" and _nic.napi_quirk):
             named("kgdboe_lockdep_kernel_%s_2cpu_%s" % (_nic.model, _mode),
                   lockdep_kgdboe_test(_nic.model, _mode))
+    named("kgdboe_lockdep_kernel_%s_1cpu_driver" % _nic.model,
+          lockdep_kgdboe_test(_nic.model, "driver", cpus=1))
 
 
 @test
