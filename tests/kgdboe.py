@@ -924,6 +924,16 @@ class Test:
                 "put back late, %(rearms_failed)d not), %(park_timeouts)d "
                 "park timeouts" % d), d
 
+    def why_no_stop(self, counters):
+        """After a breakpoint gave gdb no stop: what kgdb stepped over
+        meanwhile, if the kernel still runs (or that it does not)."""
+        try:
+            return "meanwhile " + self.stepped_over(
+                counters, self.kgdboe_counters())[0]
+        except HarnessError as e:
+            return "the guest's agent does not answer either (stopped " \
+                   "where gdb cannot be told?): %s" % e
+
     def locked_stops(self):
         """Stop at each of LOCKED_STOPS in turn; the kernel runs after.
         Records, for each, the seconds from gdb's continue to the stop and
@@ -953,10 +963,8 @@ class Test:
         try:
             line = g.wait_stopped(30)
         except StepFailed as e:
-            # the kernel still runs when a hit never reported a stop
-            raise StepFailed("%s (%s held): %s; meanwhile %s" % (
-                func, lock, e, self.stepped_over(
-                    counters, self.kgdboe_counters())[0]))
+            raise StepFailed("%s (%s held): %s; %s" % (
+                func, lock, e, self.why_no_stop(counters)))
         wait = round(time.monotonic() - t, 2)
         ksft_check("breakpoint-hit" in line, "%s: %s" % (func, line[:160]))
         g.cmd("-break-delete")
