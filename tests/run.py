@@ -271,13 +271,19 @@ named("kgdboe_gdb_session_virtio_net_pci_1cpu",
       kgdboe_test("virtio-net-pci"))
 
 DEBUG_OBJ = os.path.join(TOP, "build", "obj-debug")
+# debug kernels built by this run: the tree does not change during it
+DEBUG_BUILT = set()
 
 
 def build_debug_kernel(obj):
     """build/obj-debug: the series with matrix/kernel-debug.config
     (lockdep, atomic-sleep, spinlock, IRQ-flag and object checks), as
-    `make kernel DEBUG=1` builds it; incremental after the first run."""
-    run_kernel_build("debug", DEBUG="1", OBJ=obj)
+    `make kernel DEBUG=1` builds it; incremental after the first run.
+    Once per run: kbuild's up-to-date check alone took some 30 s of
+    each of the twelve lockdep tests."""
+    if obj not in DEBUG_BUILT:
+        run_kernel_build("debug", DEBUG="1", OBJ=obj)
+        DEBUG_BUILT.add(obj)
 
 
 def run_kernel_build(what, **env):
