@@ -280,7 +280,7 @@ def build_debug_kernel(obj):
     (lockdep, atomic-sleep, spinlock, IRQ-flag and object checks), as
     `make kernel DEBUG=1` builds it; incremental after the first run.
     Once per run: kbuild's up-to-date check alone took some 30 s of
-    each of the twelve lockdep tests."""
+    each lockdep test."""
     if obj not in DEBUG_BUILT:
         run_kernel_build("debug", DEBUG="1", OBJ=obj)
         DEBUG_BUILT.add(obj)
@@ -309,7 +309,7 @@ def lockdep_kgdboe_test(nic, mode, cpus=2):
     Every step must pass, its `splat` step included (no report at all),
     and the driver must have received into netpoll's NMI skbs
     (core/0057; e1000: drivers/0058, 8139cp: drivers/0061, pcnet32:
-    drivers/0062)."""
+    drivers/0062, 8390: drivers/0063; the extra NICs: drivers/0076-0083)."""
     def fn():
         build_debug_kernel(DEBUG_OBJ)
         tag = "kgdboe-lockdep-%s-%s-%d" % (nic, mode, cpus)
@@ -339,6 +339,14 @@ for _nic in REQUIRED:
                   lockdep_kgdboe_test(_nic.model, _mode))
     named("kgdboe_lockdep_kernel_%s_1cpu_driver" % _nic.model,
           lockdep_kgdboe_test(_nic.model, "driver", cpus=1))
+
+# The extra NICs (drivers/0076-0083 for e100, tulip, e1000e, vmxnet3 and
+# virtio_net): one session each, 2 CPUs, driver mode, so that make test
+# checks the stop path of every model the matrix boots.
+for _nic in [n for n in npng.read_nics() if not n.required]:
+    named("kgdboe_lockdep_kernel_%s_2cpu_driver"
+          % _nic.model.replace("-", "_"),
+          lockdep_kgdboe_test(_nic.model, "driver"))
 
 
 @test
