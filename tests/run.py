@@ -29,6 +29,7 @@ RESULTS = os.path.join(TOP, "build", "test-results")
 OBJ = os.path.join(TOP, "build", "obj")
 ROOTFS = os.path.join(TOP, "build", "rootfs.cpio")
 REQUIRED = [n for n in npng.read_nics() if n.required]
+EXTRA = [n for n in npng.read_nics() if not n.required]
 BURST = int(os.environ.get("TEST_BURST", "2000"))
 
 TESTS = []
@@ -343,7 +344,7 @@ for _nic in REQUIRED:
 # The extra NICs (drivers/0076-0083 for e100, tulip, e1000e, vmxnet3 and
 # virtio_net): one session each, 2 CPUs, driver mode, so that make test
 # checks the stop path of every model the matrix boots.
-for _nic in [n for n in npng.read_nics() if not n.required]:
+for _nic in EXTRA:
     named("kgdboe_lockdep_kernel_%s_2cpu_driver"
           % _nic.model.replace("-", "_"),
           lockdep_kgdboe_test(_nic.model, "driver"))
