@@ -142,6 +142,16 @@ def run_kgdboe(args, idx, nic, mode, results):
     return m
 
 
+def kgdboe_summary(metrics):
+    """The cell's kgdboe results for its progress line: the status
+    column covers netconsole and the echoes only."""
+    if "kgdboe" not in metrics:
+        return ""
+    return " kgdboe %s auth %s netsysrq %s" % (
+        metrics.get("kgdboe"), metrics.get("kgdboe_auth"),
+        metrics.get("netsysrq"))
+
+
 # the authenticated session per NIC (tests/kgdboe_lossy.py)
 AUTH_LOSS = 0.05
 AUTH_METRICS = (("flood_sent", "auth_forged_sent"),
@@ -306,11 +316,12 @@ def main():
             npng.write_json(jpath, doc)
             m = cell["metrics"]
             log("[%d/%d] %-15s %-6s %-10s %3ds (elapsed %3ds) driver=%s "
-                "idle %s/%s trap echo lost %s %s" % (
+                "idle %s/%s trap echo lost %s%s %s" % (
                     i + 1, len(runs), nic, mode, cell["status"],
                     time.monotonic() - tc, time.monotonic() - t0,
                     cell.get("driver"), m.get("nc_idle_received"),
                     m.get("nc_idle_sent"), m.get("trap_echo_lost", "-"),
+                    kgdboe_summary(m),
                     ("- " + cell["detail"]) if cell.get("detail") else ""))
     except KeyboardInterrupt:
         log("matrix: interrupted; namespaces and guests removed, partial "
