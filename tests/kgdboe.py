@@ -35,7 +35,8 @@ Steps:
                 that runs with a lock held that netpoll and the driver must
                 never take in the stop (irq_desc, workqueue pool, timer and
                 hrtimer bases, slab node list, page allocator zone): each
-                is hit under the load, and while stopped there gdb reads
+                is hit under the load and a churn of tmpfs directories
+                outside the network path, and while stopped there gdb reads
                 memory, deletes the breakpoint and continues
   interrupt     gdb's interrupt (0x03) stops the running kernel (intr_ms)
   detach        detach; the guest answers its control agent again
@@ -127,6 +128,25 @@ LOCKED_STOPS = (
     ("__free_one_page", "a zone's lock (page allocator)", None),
 )
 LOCKED_READS = 20
+# A bounded churn in the guest while locked_stops waits: tmpfs directories
+# made and removed (slab and page frees), outside the network path.  kgdb
+# steps over a hit on a CPU inside the device (kgdboe_out_of_reach()), and
+# under iperf3 load with 2 CPUs on rtl8139 every add_partial() came from
+# there: 154 hits in 30 s, all stepped over, no stop (fresh-clone CI of
+# 2026-12-05, first run and retry).  The loop ends at LOCKED_CHURN_LOOPS,
+# after LOCKED_CHURN_S, or when the step touches its stop file, and then
+# writes how many rounds it made (metric locked_churn_loops).
+LOCKED_CHURN_LOOPS = 200000
+LOCKED_CHURN_S = 300
+LOCKED_CHURN_STOP = "/tmp/locked-churn.stop"
+LOCKED_CHURN_COUNT = "/tmp/locked-churn.count"
+LOCKED_CHURN = (
+    "rm -f %(stop)s %(count)s; timeout %(secs)d sh -c 'i=0; "
+    "while [ $i -lt %(loops)d ] && [ ! -e %(stop)s ]; do "
+    "mkdir /tmp/lc$i && echo $i > /tmp/lc$i/f && rm -r /tmp/lc$i; "
+    "i=$((i+1)); done; echo $i > %(count)s' >/dev/null 2>&1 &" % {
+        "stop": LOCKED_CHURN_STOP, "count": LOCKED_CHURN_COUNT,
+        "secs": LOCKED_CHURN_S, "loops": LOCKED_CHURN_LOOPS})
 KGDBOE_STATS = "/sys/kernel/debug/kgdboe/stats"
 # read-only module parameters: kgdboe's parks, kgdb's step-overs
 KGDB_COUNTERS = (("/sys/module/kgdboe/parameters",
@@ -939,9 +959,13 @@ class Test:
         Records, for each, the seconds from gdb's continue to the stop and
         the hits kgdb stepped over meanwhile (a timeout says how many)."""
         counts, done = [self.kgdboe_counters()], []
-        for stop in LOCKED_STOPS:
-            done.append(self.locked_stop(*stop, counts[-1]))
-            counts.append(self.kgdboe_counters())
+        self.guest.run(LOCKED_CHURN, timeout=20)
+        try:
+            for stop in LOCKED_STOPS:
+                done.append(self.locked_stop(*stop, counts[-1]))
+                counts.append(self.kgdboe_counters())
+        finally:
+            self.stop_churn()
         waits = self.metrics.setdefault("locked_wait_s", {})
         stepped = self.metrics.setdefault("locked_stepped_over", {})
         for (func, _, _), (text, wait), before, after in zip(
@@ -950,8 +974,21 @@ class Test:
             stepped[func] = self.stepped_over(before, after)[1]
         # hits inside the device, which kgdb stepped over (kgdboe.rst)
         self.metrics["stepped_over"] = counts[-1]["stepped_over"]
-        return "; ".join(t for t, _ in done) + "; %s" % self.stepped_over(
-            counts[0], counts[-1])[0]
+        return "; ".join(t for t, _ in done) + "; %s; churn %s rounds" % (
+            self.stepped_over(counts[0], counts[-1])[0],
+            self.metrics.get("locked_churn_loops"))
+
+    def stop_churn(self):
+        """Ask locked_stops' churn to end; the kernel may be stopped (a
+        failed step), where the guest cannot answer: its timeout ends it."""
+        try:
+            _, out = self.guest.run("touch %s; sleep 1; cat %s" % (
+                LOCKED_CHURN_STOP, LOCKED_CHURN_COUNT), timeout=10,
+                check=False)
+        except HarnessError:
+            return
+        m = re.match(r"\s*(\d+)", out)
+        self.metrics["locked_churn_loops"] = int(m.group(1)) if m else None
 
     def locked_stop(self, func, lock, shown, counters):
         g = self.gdb

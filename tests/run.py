@@ -319,9 +319,11 @@ def lockdep_kgdboe_test(nic, mode, cpus=2):
                          obj=DEBUG_OBJ)
         m = doc["metrics"]
         ktap.ksft_pr("locked stops, %s %s %d cpu(s): seconds to each stop "
-                     "%s, hits stepped over %s, park timeouts %s" % (
+                     "%s, hits stepped over %s, park timeouts %s, churn "
+                     "rounds %s" % (
                          nic, mode, cpus, m.get("locked_wait_s"),
-                         m.get("stepped_over"), m.get("park_timeouts")))
+                         m.get("stepped_over"), m.get("park_timeouts"),
+                         m.get("locked_churn_loops")))
         failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
         ksft_eq(failed, [], "steps that failed or were skipped")
         ksft_ge(doc["metrics"].get("np_nmi_rx_served", 0), 1,
