@@ -182,7 +182,7 @@ def kunit_netpoll():
               "must run first)" % log)
     failed, total = kunit_subtests(log)
     ksft_eq(failed, [], "KUnit cases that did not pass")
-    ksft_ge(total, 26, "netpoll (20) and netsysrq (6) KUnit cases")
+    ksft_ge(total, 27, "netpoll (21) and netsysrq (6) KUnit cases")
 
 
 @test
@@ -320,10 +320,11 @@ def lockdep_kgdboe_test(nic, mode, cpus=2):
         m = doc["metrics"]
         ktap.ksft_pr("locked stops, %s %s %d cpu(s): seconds to each stop "
                      "%s, hits stepped over %s, park timeouts %s, churn "
-                     "rounds %s" % (
+                     "rounds %s, interrupts sent again %s" % (
                          nic, mode, cpus, m.get("locked_wait_s"),
                          m.get("stepped_over"), m.get("park_timeouts"),
-                         m.get("locked_churn_loops")))
+                         m.get("locked_churn_loops"),
+                         m.get("interrupts_resent", 0)))
         failed = [st["step"] for st in doc["steps"] if st["pass"] is not True]
         ksft_eq(failed, [], "steps that failed or were skipped")
         ksft_ge(doc["metrics"].get("np_nmi_rx_served", 0), 1,
