@@ -997,8 +997,8 @@ class Test:
                 "interrupts_resent", 0) + 1
             print("# interrupt lost by the NIC (eth0 rx_missed_errors +%d, "
                   "nothing received by netpoll): sent again" % (
-                      now["eth0_rx_missed_errors"] -
-                      counters["eth0_rx_missed_errors"]), flush=True)
+                      now.get("eth0_rx_missed_errors", 0) -
+                      counters.get("eth0_rx_missed_errors", 0)), flush=True)
             g.cmd("-exec-interrupt")
             counters = now
         try:
