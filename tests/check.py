@@ -155,6 +155,22 @@ def nmi_reports_fail_the_splat_step():
 
 
 @check
+def interrupt_sent_again_only_when_the_nic_lost_it():
+    """tests/kgdboe.py sends gdb's interrupt again only when eth0 missed
+    frames and netpoll received nothing (counters as in the rtl8139
+    session of 2026-12-06)."""
+    import kgdboe
+    before = {"eth0_rx_missed_errors": 100, "np_received": 50}
+    missed = kgdboe.Test.interrupt_missed
+    ksft_true(missed(before, {"eth0_rx_missed_errors": 5890,
+                              "np_received": 50}), "lost by the NIC")
+    ksft_eq(missed(before, {"eth0_rx_missed_errors": 5890,
+                            "np_received": 51}), False,
+            "received by netpoll: not the NIC's loss")
+    ksft_eq(missed(before, dict(before)), False, "nothing missed")
+
+
+@check
 def splat_clean_boot_fixture():
     """A real clean boot log (tests/data/serial-boot.log) has no report."""
     ksft_eq(npng.find_splats(data("serial-boot.log")), [])
