@@ -423,7 +423,7 @@ class Test:
             detail = fn() or ""
             ok = True
         except (StepFailed, HarnessError, OSError) as e:
-            ok, detail = False, str(e)
+            ok, detail = False, self.failure(e)
         dt = time.monotonic() - t
         self.results.append((name, ok, detail, dt))
         print("%s %-14s %6.2fs  %s" % ("PASS" if ok else "FAIL", name, dt,
@@ -431,6 +431,16 @@ class Test:
         if not ok and "timeout" in detail:
             self.record_cpus(name)
         return ok
+
+    @staticmethod
+    def failure(e):
+        """What failed a step: @e, and an earlier error that @e was
+        raised over (by a cleanup in a `finally`), which would otherwise
+        be lost, unless @e already says it."""
+        first = e.__context__
+        if first is None or e.__suppress_context__ or str(first) in str(e):
+            return str(e)
+        return "%s; raised over an earlier error: %s" % (e, first)
 
     def record_cpus(self, name):
         """After the first timeout: where the vCPUs are (QEMU monitor),
