@@ -140,9 +140,9 @@ LOCKED_READS = 20
 # it: their inodes and dentries take new slabs, fill them and empty them
 # (64 files a round gave 4 hits in 30 s: too few).  Shell builtins only
 # inside the round: a fork and exec per file (mkdir) was so slow here that
-# a round of 300 took most of the 30 s.  The loop
-# ends at LOCKED_CHURN_LOOPS, after LOCKED_CHURN_S, or when the step
-# touches its stop file, and then writes how many rounds it made (metric
+# a round of 300 took most of the 30 s.  The loop ends at
+# LOCKED_CHURN_LOOPS, after LOCKED_CHURN_S, or when the step touches its
+# stop file, and then writes how many rounds it made (metric
 # locked_churn_loops).
 LOCKED_CHURN_LOOPS = 20000
 LOCKED_CHURN_FILES = 512
@@ -179,6 +179,11 @@ KGDB_COUNTERS = (("/sys/module/kgdboe/parameters",
                  ("/sys/module/debug_core/parameters",
                   ("step_overs", "rearms_deferred", "rearms_failed")))
 LKDTM_DIRECT = "/sys/kernel/debug/provoke-crash/DIRECT"
+
+
+def grown(before, after, keys):
+    """How much each of keys grew between two kgdboe_counters()."""
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
 
 
 class StepFailed(Exception):
@@ -973,9 +978,9 @@ class Test:
     @staticmethod
     def stepped_over(before, after):
         """What kgdb stepped over between two kgdboe_counters()."""
-        d = {k: after.get(k, 0) - before.get(k, 0) for k in
-             ("stepped_over", "stepped_over_others", "park_timeouts",
-              "rearms_deferred", "rearms_failed")}
+        d = grown(before, after, ("stepped_over", "stepped_over_others",
+                                  "park_timeouts", "rearms_deferred",
+                                  "rearms_failed"))
         return ("%(stepped_over)d hits stepped over (%(stepped_over_others)d"
                 " with another CPU inside the device, %(rearms_deferred)d "
                 "put back late, %(rearms_failed)d not), %(park_timeouts)d "
@@ -1006,9 +1011,9 @@ class Test:
             self.metrics["interrupts_resent"] = self.metrics.get(
                 "interrupts_resent", 0) + 1
             print("# interrupt lost by the NIC (eth0 rx_missed_errors +%d, "
-                  "nothing received by netpoll): sent again" % (
-                      now.get("eth0_rx_missed_errors", 0) -
-                      counters.get("eth0_rx_missed_errors", 0)), flush=True)
+                  "nothing received by netpoll): sent again" % grown(
+                      counters, now, ("eth0_rx_missed_errors",))[
+                          "eth0_rx_missed_errors"], flush=True)
             g.cmd("-exec-interrupt")
             counters = now
         try:
@@ -1028,28 +1033,25 @@ class Test:
     def interrupt_missed(before, after):
         """Frames lost by the NIC, and none received by kgdboe's netpoll,
         between two kgdboe_counters()?"""
-        def grew(k):
-            return after.get(k, 0) - before.get(k, 0)
-        return grew("eth0_rx_missed_errors") > 0 and not grew("np_received")
+        d = grown(before, after, ("eth0_rx_missed_errors", "np_received"))
+        return d["eth0_rx_missed_errors"] > 0 and not d["np_received"]
 
     def why_no_interrupt(self, counters):
         """After gdb's interrupt gave no stop: what kgdboe received and
         did with break-ins since @counters (kgdboe_counters()), if the
         kernel still runs."""
-        try:
-            now = self.kgdboe_counters()
-        except HarnessError as e:
-            return "the guest's agent does not answer either: %s" % e
+        now = self.counters_if_running()
+        if now is None:
+            return "the guest's agent does not answer either"
         tap = subprocess.run(["ip", "-s", "-o", "link", "show", "dev",
                               npng.TAP], capture_output=True, text=True)
         return "the kernel runs; meanwhile: %s; host: neighbour %s, %s" % (
-            " ".join("%s +%d" % (k, now.get(k, 0) - counters.get(k, 0))
-                     for k in ("eth0_rx_dropped", "eth0_rx_missed_errors",
-                               "eth0_rx_fifo_errors", "eth0_rx_over_errors",
-                               "np_received", "np_delivered", "np_foreign",
-                               "np_malformed", "rx_busy", "ring_full",
-                               "breaks", "breaks_held", "breaks_limited",
-                               "breaks_no_carrier")),
+            " ".join("%s +%d" % kv for kv in grown(counters, now, (
+                "eth0_rx_dropped", "eth0_rx_missed_errors",
+                "eth0_rx_fifo_errors", "eth0_rx_over_errors", "np_received",
+                "np_delivered", "np_foreign", "np_malformed", "rx_busy",
+                "ring_full", "breaks", "breaks_held", "breaks_limited",
+                "breaks_no_carrier")).items()),
             "/".join(str(x) for x in npng.neigh_state()),
             npng.one_line(tap.stdout.split("TX:")[-1], 120))
 
