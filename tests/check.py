@@ -170,6 +170,42 @@ def interrupt_sent_again_only_when_the_nic_lost_it():
     ksft_eq(missed(before, dict(before)), False, "nothing missed")
 
 
+class ScriptedVlanPeer:
+    """tests/kgdboe.py's VlanPeer.ask() on a scripted wire: each call of
+    datagrams() gives the next list of kgdboe's datagrams (then none)."""
+
+    def __init__(self, script):
+        import kgdboe
+        self.peer = object.__new__(kgdboe.VlanPeer)
+        self.peer.sent_again, self.sent = 0, []
+        self.peer.send = lambda payload, dst_ip=None: self.sent.append(
+            payload)
+        self.peer.datagrams = self.datagrams
+        self.script = list(script)
+
+    def datagrams(self, seconds):
+        if self.script:
+            yield from self.script.pop(0)
+        else:
+            time.sleep(seconds)
+
+
+@check
+def vlan_peer_sends_again_until_acked_and_skips_stray_answers():
+    """VlanPeer.ask() resends a request that got no ack, acks every
+    answer, and returns only one that matches (a second answer to the
+    previous request is skipped)."""
+    wire = ScriptedVlanPeer([[], [b"+", b"$S05#b8", b"$00ff00ff#00"]])
+    got = wire.peer.ask(b"g", rb"[0-9a-f]{8}", seconds=5.0)
+    ksft_eq(got, b"00ff00ff")
+    ksft_eq(wire.sent, [b"$g#67", b"$g#67", b"+", b"+"])
+    ksft_eq(wire.peer.sent_again, 1)
+    wire = ScriptedVlanPeer([[b"+", b"$S05#b8"]])
+    ksft_eq(wire.peer.ask(b"D", b"OK", seconds=0.2), b"",
+            "a stray answer is no answer")
+    ksft_eq(wire.sent, [b"$D#44", b"+"], "acked: not sent again")
+
+
 @check
 def splat_clean_boot_fixture():
     """A real clean boot log (tests/data/serial-boot.log) has no report."""

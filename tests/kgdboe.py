@@ -201,8 +201,11 @@ class VlanPeer:
     and frames() serve other clients too)."""
 
     SPORT = 40100
+    # gdb's own default: `show remotetimeout`
+    RESEND_S = 2.0
 
     def __init__(self):
+        self.sent_again = 0
         self.raw = npng.RawSender()
         self.sniffer = npng.TaggedSniffer()
 
@@ -225,19 +228,45 @@ class VlanPeer:
             payload, src_ip=npng.VLAN_HOST_IP6, sport=self.SPORT,
             dst_ip=dst_ip, dport=dport, vlan=npng.VLAN_ID))
 
-    def ask(self, body, seconds=5.0, dst_ip=npng.VLAN_GUEST_IP):
-        """Send one packet; the body of the first answer (acked), or
-        b"" when none came in `seconds`."""
-        self.send(gdb_packet(body), dst_ip)
+    def ask(self, body, answer=rb".*", seconds=5.0,
+            dst_ip=npng.VLAN_GUEST_IP):
+        """Send one packet, and again every RESEND_S until kgdboe acks
+        it, as gdb does (a NIC under load drops frames); the body of the
+        first answer that fully matches the regex `answer`, or b"" when
+        none came in `seconds`.  Stray answers, such as a second one to a
+        request that arrived twice, are acked and skipped; `sent_again`
+        counts the resends."""
+        end = time.monotonic() + seconds
+        acked, sends, found = False, 0, None
+        while found is None and time.monotonic() < end:
+            if not acked:
+                self.send(gdb_packet(body), dst_ip)
+                sends += 1
+            for payload in self.datagrams(min(self.RESEND_S,
+                                              end - time.monotonic())):
+                acked = acked or payload.startswith(b"+")
+                found = self.answer_in(payload, answer, dst_ip)
+                if found is not None:
+                    break
+        self.sent_again += max(sends - 1, 0)
+        return found or b""
+
+    def answer_in(self, payload, answer, dst_ip):
+        """Ack each packet in a datagram, as gdb does; the body of the
+        first that fully matches `answer`, or None."""
+        found = None
+        for m in re.finditer(rb"\$([^#]*)#", payload):
+            self.send(b"+", dst_ip)
+            if found is None and re.fullmatch(answer, m.group(1), re.S):
+                found = m.group(1)
+        return found
+
+    def datagrams(self, seconds):
+        """Payloads of the guest's tagged datagrams from kgdboe's port."""
         for frame in self.frames(seconds):
             udp = npng.parse_udp_frame(frame)
-            if not udp or udp[1] != npng.KGDBOE_PORT:
-                continue
-            m = re.search(rb"\$([^#]*)#", udp[4])
-            if m:
-                self.send(b"+")
-                return m.group(1)
-        return b""
+            if udp and udp[1] == npng.KGDBOE_PORT:
+                yield udp[4]
 
     def arp_answered(self, seconds=3.0):
         self.raw.send(npng.arp_frame(1, npng.OTHER_MAC, npng.VLAN_OTHER_IP,
@@ -401,6 +430,7 @@ class Test:
         self.nc = None
         self.attached = False
         self.release = None
+        self.counters_at_break = None
         self.config = npng.kgdboe_config()
         os.makedirs(a.workdir, exist_ok=True)
         # next to the serial log: <tag>.gdb-mi.log, kept after the run
@@ -731,21 +761,23 @@ class Test:
         g.run("echo alive", timeout=20)
         self.set_on_vlan()
         with VlanPeer() as peer:
-            stop = peer.ask(b"?")
+            stop = peer.ask(b"?", rb"[ST][0-9a-f]{2}.*")
             if not stop:
-                raise StepFailed("no tagged answer to '?' while running")
+                raise StepFailed("no tagged stop reply to '?' while running")
             if not peer.arp_answered():
                 raise StepFailed("stopped: no tagged ARP reply for %s"
                                  % npng.VLAN_GUEST_IP)
-            regs = peer.ask(b"g")
-            if len(regs) < 64:
-                raise StepFailed("stopped: 'g' answered %r" % regs[:40])
-            if peer.ask(b"D") != b"OK":
+            regs = peer.ask(b"g", rb"[0-9a-fx]{64,}")
+            if not regs:
+                raise StepFailed("stopped: no registers for 'g'")
+            if peer.ask(b"D", b"OK") != b"OK":
                 raise StepFailed("'D' not answered OK")
+            resent = peer.sent_again
         g.run("echo alive", timeout=20)
         return ("untagged client ignores tagged; on %s: '?' answered %r "
                 "while running; stopped: ARP, 'g' (%d bytes), 'D'; guest "
-                "alive" % (npng.VLAN_DEV, stop[:12], len(regs)))
+                "alive; %d requests sent again" % (
+                    npng.VLAN_DEV, stop[:12], len(regs), resent))
 
     IPV6_CONFIG = npng.netpoll_target(
         npng.KGDBOE_PORT, npng.KGDBOE_PORT, local=npng.GUEST_IP6,
@@ -928,7 +960,8 @@ class Test:
         g = self.gdb
         g.cmd("-break-insert ksys_sync")
         g.cmd("-exec-continue")
-        time.sleep(0.3)
+        # for step_step's report, should a stop never come
+        self.counters_at_break = self.counters_if_running()
         t = time.monotonic()
         self.sync_tag = self.guest.start("sync")
         line = g.wait_stopped(30)
@@ -939,17 +972,26 @@ class Test:
         return "%.0f ms from `sync` to the stop" % ms
 
     def step_step(self):
-        g = self.gdb
-        g.cmd("-exec-next")
-        line = g.wait_stopped(30)
-        if "end-stepping-range" not in line:
-            raise StepFailed(line[:200])
-        g.cmd("-exec-next-instruction")
-        line2 = g.wait_stopped(30)
-        if "end-stepping-range" not in line2:
-            raise StepFailed(line2[:200])
+        line = self.stepped("-exec-next")
+        self.stepped("-exec-next-instruction")
         m = re.search(r'line="(\d+)"', line)
         return "next -> line %s, stepi ok" % (m.group(1) if m else "?")
+
+    def stepped(self, command):
+        """One of gdb's steps; over a call, gdb continues to a breakpoint
+        at the return address, which kgdb may step over (a timeout says
+        what kgdb stepped over since the breakpoint step's continue)."""
+        self.gdb.cmd(command)
+        try:
+            line = self.gdb.wait_stopped(30)
+        except StepFailed as e:
+            if self.counters_at_break is None:
+                raise
+            raise StepFailed("%s: %s; %s" % (command, e, self.why_no_stop(
+                self.counters_at_break)))
+        if "end-stepping-range" not in line:
+            raise StepFailed("%s: %s" % (command, line[:200]))
+        return line
 
     def delete_cont(self):
         g = self.gdb
