@@ -29,7 +29,7 @@ Steps:
                 default 64 (dump500_kib_s)
   breakpoint    break ksys_sync, continue, `sync` in the guest stops there
                 (cont_to_bp_ms: from the guest command to the stop)
-  step          next, then stepi
+  step          next, then stepi; a timeout says what kgdb stepped over
   delete_cont   delete, continue, the guest's sync completes
   locked_stops  (--locked-stops) a breakpoint in each of LOCKED_STOPS, code
                 that runs with a lock held that netpoll and the driver must
@@ -63,7 +63,8 @@ Steps:
                 in and is answered, tagged, while the kernel runs; stopped,
                 a tagged ARP request for the VLAN address from another host
                 is answered, tagged, and "g" and "D" are answered; the guest
-                runs afterwards
+                runs afterwards.  Like gdb, the peer sends a request again
+                every 2 s until it is acked, and says how often it did
   ipv6_session  kgdboe set to IPv6 addresses (GUEST_IP6 on eth0, gdb on
                 tap0's HOST_IP6): gdb attaches with udp:[GUEST_IP6]:PORT,
                 reads the registers, and, stopped, after the host's
