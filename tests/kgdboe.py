@@ -196,6 +196,11 @@ def gdb_packet(body):
     return b"$%s#%02x" % (body, sum(body) % 256)
 
 
+def gdb_bodies(data):
+    """The bodies of the gdb packets in received bytes, in order."""
+    return re.findall(rb"\$([^#]*)#", data)
+
+
 class VlanPeer:
     """gdb's side of the protocol in 802.1Q-tagged frames on tap0, from
     npng.VLAN_HOST_IP, for kgdboe on the guest's VLAN device (send()
@@ -256,10 +261,10 @@ class VlanPeer:
         """Ack each packet in a datagram, as gdb does; the body of the
         first that fully matches `answer`, or None."""
         found = None
-        for m in re.finditer(rb"\$([^#]*)#", payload):
+        for body in gdb_bodies(payload):
             self.send(b"+", dst_ip)
-            if found is None and re.fullmatch(answer, m.group(1), re.S):
-                found = m.group(1)
+            if found is None and re.fullmatch(answer, body, re.S):
+                found = body
         return found
 
     def datagrams(self, seconds):
@@ -629,7 +634,7 @@ class Test:
                 s.send(gdb_packet(body))
                 collect(1.5)
                 s.send(b"+")
-                replies = re.findall(rb"\$([^#]*)#", got)
+                replies = gdb_bodies(got)
                 # the copy must not run the command a second time
                 if len(replies) != 1:
                     raise StepFailed("%s sent twice: %d replies %r" % (
