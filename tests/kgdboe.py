@@ -38,6 +38,11 @@ Steps:
                 is hit under the load and a churn of tmpfs directories
                 outside the network path, and while stopped there gdb reads
                 memory, deletes the breakpoint and continues
+  finishes      (--finishes N) with a `sync` loop in the guest, N times:
+                continue to ksys_sync, then `finish`, whose breakpoint at
+                the return address is hit once: kgdb must not step over
+                it (a finish that gives no stop in FINISH_S fails, with
+                what kgdb stepped over meanwhile)
   interrupt     gdb's interrupt (0x03) stops the running kernel (intr_ms)
   detach        detach; the guest answers its control agent again
   foreign_after the foreign check again, after the session
@@ -160,6 +165,13 @@ LOCKED_CHURN = (
         "stop": LOCKED_CHURN_STOP, "count": LOCKED_CHURN_COUNT,
         "dir": LOCKED_CHURN_DIR, "files": LOCKED_CHURN_FILES,
         "secs": LOCKED_CHURN_S, "loops": LOCKED_CHURN_LOOPS})
+# --finishes: a bounded `sync` loop in the guest, ended by the step (or
+# by its own count); FINISH_S: how long a `finish` may take to stop
+SYNC_LOOP_STOP = "/tmp/sync-loop.stop"
+SYNC_LOOP = ("rm -f %(stop)s; timeout 600 sh -c 'i=0; while [ $i -lt 20000 ] "
+             "&& [ ! -e %(stop)s ]; do sync; i=$((i+1)); done' >/dev/null "
+             "2>&1 &" % {"stop": SYNC_LOOP_STOP})
+FINISH_S = 15
 # gdb sends its interrupt (0x03) once, in one datagram, and waits.  Under
 # iperf3 load rtl8139's receive ring overflows now and then (QEMU counts
 # the frames in rx_missed_errors: 5790 and 9415 in two 33 s waits on
@@ -1027,12 +1039,13 @@ class Test:
     def stepped_over(before, after):
         """What kgdb stepped over between two kgdboe_counters()."""
         d = grown(before, after, ("stepped_over", "stepped_over_others",
-                                  "park_timeouts", "rearms_deferred",
-                                  "rearms_failed"))
+                                  "stepped_over_first", "park_timeouts",
+                                  "rearms_deferred", "rearms_failed"))
         return ("%(stepped_over)d hits stepped over (%(stepped_over_others)d"
-                " with another CPU inside the device, %(rearms_deferred)d "
-                "put back late, %(rearms_failed)d not), %(park_timeouts)d "
-                "park timeouts" % d), d
+                " with another CPU inside the device, %(stepped_over_first)d "
+                "of them first hits, %(rearms_deferred)d put back late, "
+                "%(rearms_failed)d not), %(park_timeouts)d park timeouts"
+                % d), d
 
     def why_no_stop(self, counters):
         """After a breakpoint gave gdb no stop: what kgdb stepped over
@@ -1170,6 +1183,41 @@ class Test:
         g.cmd("-exec-continue")
         return "%s%s stop after %.1f s, %.1f ms/read" % (
             func, value, wait, ms), wait
+
+    def finishes(self):
+        """--finishes times: continue to ksys_sync, then `finish`.  The
+        kernel runs after."""
+        g = self.gdb
+        self.guest.run(SYNC_LOOP, timeout=20)
+        counters = self.kgdboe_counters()
+        try:
+            self.break_in(counters)
+            g.cmd("-break-insert ksys_sync")
+            for i in range(self.a.finishes):
+                self.finish_once(i, counters)
+            g.cmd("-break-delete")
+            g.cmd("-exec-continue")
+        finally:
+            self.guest.run("touch " + SYNC_LOOP_STOP, timeout=20,
+                           check=False)
+        text, d = self.stepped_over(counters, self.kgdboe_counters())
+        self.metrics["finishes_stepped_over"] = d
+        return "%d finishes stopped; %s" % (self.a.finishes, text)
+
+    def finish_once(self, i, counters):
+        g = self.gdb
+        g.cmd("-exec-continue")
+        line = g.wait_stopped(30)
+        ksft_check("breakpoint-hit" in line and "ksys_sync" in line,
+                   "continue %d: %s" % (i, line[:160]))
+        g.cmd("-exec-finish")
+        try:
+            line = g.wait_stopped(FINISH_S)
+        except StepFailed as e:
+            raise StepFailed("finish %d: %s; %s" % (
+                i, e, self.why_no_stop(counters)))
+        ksft_check("function-finished" in line, "finish %d: %s" % (
+            i, line[:160]))
 
     def interrupt(self):
         counters = self.kgdboe_counters()
@@ -1318,6 +1366,8 @@ class Test:
         if self.a.locked_stops:
             self.step("locked_stops", self.locked_stops, True,
                       needs="delete_cont")
+        if self.a.finishes:
+            self.step("finishes", self.finishes, True, needs="delete_cont")
         self.step("interrupt", self.interrupt, True)
         self.step("detach", self.detach, True)
         self.step("counters", self.counters)
@@ -1453,6 +1503,8 @@ def main():
     p.add_argument("--locked-stops", action="store_true",
                    help="step locked_stops: breakpoints where a lock is "
                    "held")
+    p.add_argument("--finishes", type=int, default=0,
+                   help="step finishes: that many `finish`es from ksys_sync")
     p.add_argument("--oops", action="store_true",
                    help="the oops session instead (needs lkdtm)")
     a = p.parse_args()
