@@ -1187,22 +1187,31 @@ class Test:
     def finishes(self):
         """--finishes times: continue to ksys_sync, then `finish`.  The
         kernel runs after."""
-        g = self.gdb
         self.guest.run(SYNC_LOOP, timeout=20)
         counters = self.kgdboe_counters()
+        self.break_in(counters)
         try:
-            self.break_in(counters)
-            g.cmd("-break-insert ksys_sync")
-            for i in range(self.a.finishes):
-                self.finish_once(i, counters)
-            g.cmd("-break-delete")
-            g.cmd("-exec-continue")
-        finally:
-            self.guest.run("touch " + SYNC_LOOP_STOP, timeout=20,
-                           check=False)
+            self.finish_loop(counters)
+        except StepFailed as e:
+            # the kernel runs again: what did kgdb step over?
+            raise StepFailed("%s; %s" % (e, self.why_no_stop(counters)))
         text, d = self.stepped_over(counters, self.kgdboe_counters())
         self.metrics["finishes_stepped_over"] = d
         return "%d finishes stopped; %s" % (self.a.finishes, text)
+
+    def finish_loop(self, counters):
+        """The finishes, stopped at ksys_sync; the kernel runs after, also
+        after a failure."""
+        g = self.gdb
+        try:
+            g.cmd("-break-insert ksys_sync")
+            for i in range(self.a.finishes):
+                self.finish_once(i, counters)
+        finally:
+            g.cmd("-break-delete")
+            g.cmd("-exec-continue")
+            self.guest.run("touch " + SYNC_LOOP_STOP, timeout=20,
+                           check=False)
 
     def finish_once(self, i, counters):
         g = self.gdb
@@ -1214,10 +1223,11 @@ class Test:
         try:
             line = g.wait_stopped(FINISH_S)
         except StepFailed as e:
-            raise StepFailed("finish %d: %s; %s" % (
-                i, e, self.why_no_stop(counters)))
-        ksft_check("function-finished" in line, "finish %d: %s" % (
-            i, line[:160]))
+            self.break_in(counters)
+            raise StepFailed("finish %d: %s" % (i, e))
+        ksft_check("function-finished" in line, "finish %d stopped "
+                   "elsewhere (kgdb passed the breakpoint at the return "
+                   "address): %s" % (i, line[:160]))
 
     def interrupt(self):
         counters = self.kgdboe_counters()
@@ -1242,7 +1252,9 @@ class Test:
         self.gdb.cmd("-target-detach")
         self.attached = False
         self.gdb.close()
-        self.guest.finish(self.pending_tag, "echo", timeout=30)
+        # the interrupt step's guest command, if it got that far
+        if getattr(self, "pending_tag", None):
+            self.guest.finish(self.pending_tag, "echo", timeout=30)
         rc, out = self.guest.run("echo alive", timeout=20)
         return "guest alive"
 
