@@ -134,6 +134,21 @@ LOCKED_STOPS = (
     ("__free_one_page", "a zone's lock (page allocator)", None),
 )
 LOCKED_READS = 20
+
+
+def guest_loop(body, stop, loops, seconds, count_file=None):
+    """A shell command that starts `body` in a bounded background loop in
+    the guest: at most `loops` rounds and `seconds`, ended early by
+    touching `stop`; with `count_file`, the rounds made are written there
+    at the end."""
+    tail = "; echo $i > %s" % count_file if count_file else ""
+    return ("rm -f %(stop)s%(count)s; timeout %(secs)d sh -c 'i=0; "
+            "while [ $i -lt %(loops)d ] && [ ! -e %(stop)s ]; do %(body)s; "
+            "i=$((i+1)); done%(tail)s' >/dev/null 2>&1 &" % {
+                "stop": stop, "count": " " + count_file if count_file else "",
+                "secs": seconds, "loops": loops, "body": body, "tail": tail})
+
+
 # A bounded churn in the guest while locked_stops waits, outside the
 # network path.  kgdb steps over a hit on a CPU inside the device, or while
 # another CPU stays there (kgdboe_out_of_reach()); under iperf3 load with 2
@@ -156,21 +171,16 @@ LOCKED_CHURN_S = 300
 LOCKED_CHURN_STOP = "/tmp/locked-churn.stop"
 LOCKED_CHURN_COUNT = "/tmp/locked-churn.count"
 LOCKED_CHURN_DIR = "/tmp/locked-churn"
-LOCKED_CHURN = (
-    "rm -f %(stop)s %(count)s; timeout %(secs)d sh -c 'i=0; "
-    "while [ $i -lt %(loops)d ] && [ ! -e %(stop)s ]; do "
-    "mkdir -p %(dir)s; j=0; while [ $j -lt %(files)d ]; do "
-    ": > %(dir)s/$j; j=$((j+1)); done; rm -r %(dir)s; "
-    "i=$((i+1)); done; echo $i > %(count)s' >/dev/null 2>&1 &" % {
-        "stop": LOCKED_CHURN_STOP, "count": LOCKED_CHURN_COUNT,
-        "dir": LOCKED_CHURN_DIR, "files": LOCKED_CHURN_FILES,
-        "secs": LOCKED_CHURN_S, "loops": LOCKED_CHURN_LOOPS})
-# --finishes: a bounded `sync` loop in the guest, ended by the step (or
-# by its own count); FINISH_S: how long a `finish` may take to stop
+LOCKED_CHURN = guest_loop(
+    "mkdir -p %(dir)s; j=0; while [ $j -lt %(files)d ]; do : > %(dir)s/$j; "
+    "j=$((j+1)); done; rm -r %(dir)s" % {"dir": LOCKED_CHURN_DIR,
+                                         "files": LOCKED_CHURN_FILES},
+    LOCKED_CHURN_STOP, LOCKED_CHURN_LOOPS, LOCKED_CHURN_S,
+    LOCKED_CHURN_COUNT)
+# --finishes: a bounded `sync` loop in the guest, ended by the step;
+# FINISH_S: how long a `finish` may take to stop
 SYNC_LOOP_STOP = "/tmp/sync-loop.stop"
-SYNC_LOOP = ("rm -f %(stop)s; timeout 600 sh -c 'i=0; while [ $i -lt 20000 ] "
-             "&& [ ! -e %(stop)s ]; do sync; i=$((i+1)); done' >/dev/null "
-             "2>&1 &" % {"stop": SYNC_LOOP_STOP})
+SYNC_LOOP = guest_loop("sync", SYNC_LOOP_STOP, 20000, 600)
 FINISH_S = 15
 # gdb sends its interrupt (0x03) once, in one datagram, and waits.  Under
 # iperf3 load rtl8139's receive ring overflows now and then (QEMU counts
