@@ -1,7 +1,11 @@
 # netpoll-ng: the one entry point.  See README.md.
 #
 #   make matrix   all set-up, then the NIC matrix (build/results/matrix.md)
-#   make test     all set-up, then the test suite
+#   make test     all set-up, then the fast lane of the test suite (every
+#                 feature once; within 20 minutes on a fresh clone)
+#   make test-full  all set-up, then every test (every lockdep-kernel
+#                 session, every NIC for each client): run it before an
+#                 issue that touches the kernel is resolved
 #   make check    the fast lane: parsers on fixtures, pyflakes3, shellcheck
 #                 (no kernel, no QEMU, under a minute)
 #   make perf     the series against mainline (ABBA, REPS=5 boots each), netconsole
@@ -64,7 +68,7 @@ ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge netsysrq matrix perf test transcript transcript-auth checkpatch bisect clean distclean help
+.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge netsysrq matrix perf test test-full transcript transcript-auth checkpatch bisect clean distclean help
 
 all: help
 
@@ -131,7 +135,10 @@ bisect: prepare-tree rootfs
 	@./scripts/bisect.sh
 
 test: kernel rootfs bridge
-	@$(PYTHON) tests/run.py
+	@$(PYTHON) tests/run.py --lane fast
+
+test-full: kernel rootfs bridge
+	@$(PYTHON) tests/run.py --lane full
 
 # A literal gdb -batch session over kgdboe (2 CPUs, iperf3 load), written
 # to docs/kgdboe-session.txt, which the README quotes.

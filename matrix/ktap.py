@@ -6,7 +6,9 @@ made them, defer() for cleanups, skip and xfail exceptions, and KTAP
 results with nested subtests.  One addition, after netdev's CI (NIPA): a
 test that fails is run once more, and both results stay visible, in the
 KTAP output and in the JSON ("result" is the first run's, "retry" the
-second's).
+second's).  A test that passes only on its retry is flaky: it counts as
+failed unless it is listed as a known flake (tests/known-flaky) with the
+open problem it belongs to, and it is printed as flaky either way.
 
 Python 3 standard library only.
 """
@@ -165,34 +167,44 @@ def _attempt(case):
 
 def _print_result(n, name, rec):
     print_subtests(rec["subtests"])
-    final = rec.get("retry", rec["result"])
+    final = rec["final"]
     if rec["result"] == "fail":
         for line in rec["detail"].splitlines():
             ksft_pr("%s: %s" % (name, line))
-    note = "%.0fs" % rec["seconds"]
-    if "retry" in rec:
-        note = "first run failed, retry %s; %s" % (
-            "passed" if final == "pass" else "failed too", note)
+    ksft_pr("time: %.0f s" % rec["seconds"])
+    note = ""
+    if final == "flaky":
+        note = "FLAKY first run failed, retry passed; %s" % (
+            "known: " + rec["known_flaky"] if rec.get("known_flaky")
+            else "not a known flake (tests/known-flaky): counted as failed")
+    elif "retry" in rec:
+        note = "first run failed, retry failed too"
     directive = _directive({"result": final,
                             "detail": rec.get("retry_detail",
                                               rec["detail"])})
-    print(ktap_line(final != "fail", n, name, directive or note))
+    ok = final not in ("fail", "flaky") or bool(rec.get("known_flaky"))
+    print(ktap_line(ok, n, name, directive or note))
     sys.stdout.flush()
 
 
-def run(cases, json_path=None, retries=1):
+def run(cases, json_path=None, retries=1, known_flaky=None):
     """Run cases (callables; their __name__ is the test name) as a KTAP
-    test plan.  A failed case runs once more (retries=1).  Returns the
-    totals dict; writes every record to json_path."""
+    test plan.  A failed case runs once more (retries=1); one that passes
+    then is flaky, and counts as failed unless known_flaky (a dict: test
+    name -> its open problem) lists it.  Returns the totals dict ("pass"
+    and "fail" as the closing line counts them); writes every record,
+    with its seconds, to json_path."""
+    known_flaky = known_flaky or {}
     print("TAP version 13")
     print("1..%d" % len(cases), flush=True)
     totals = {"pass": 0, "fail": 0, "xfail": 0, "xpass": 0, "skip": 0,
-              "error": 0, "flaky": 0}
+              "error": 0, "flaky": 0, "known_flaky": 0}
     records = []
     for n, case in enumerate(cases, 1):
         name = case.__name__
         ksft_pr("%s: started" % name)
         rec = _attempt(case)
+        rec["final"] = rec["result"]
         if rec["result"] == "fail" and retries:
             _print_first_failure(n, name, rec)
             ATTEMPT[0] = 2
@@ -205,16 +217,46 @@ def run(cases, json_path=None, retries=1):
             rec["retry_subtests"] = again["subtests"]
             rec["seconds"] += again["seconds"]
             rec["subtests"] = again["subtests"]
-            totals["flaky"] += again["result"] == "pass"
+            rec["final"] = "flaky" if again["result"] == "pass" \
+                else again["result"]
+        if rec["final"] == "flaky" and name in known_flaky:
+            rec["known_flaky"] = known_flaky[name]
         rec["test"] = name
         records.append(rec)
         _print_result(n, name, rec)
-        totals[rec.get("retry", rec["result"])] += 1
+        _count(totals, rec)
         if json_path:
             _write_json(json_path, records, totals)
     print("# Totals: pass:%(pass)d fail:%(fail)d xfail:%(xfail)d "
-          "xpass:%(xpass)d skip:%(skip)d error:%(error)d" % totals)
+          "xpass:%(xpass)d skip:%(skip)d error:%(error)d flaky:%(flaky)d"
+          % _ktap_totals(totals))
+    flaky = [r for r in records if r["final"] == "flaky"]
+    if flaky:
+        print("# flaky: %d (%s)" % (len(flaky), ", ".join(
+            "%s: %s" % (r["test"], "known, " + r["known_flaky"]
+                        if r.get("known_flaky") else "not known, failed")
+            for r in flaky)))
     return totals
+
+
+def _count(totals, rec):
+    """A known flake counts as passed on the closing line, an unknown one
+    as failed; both count as flaky."""
+    final = rec["final"]
+    if final == "flaky":
+        totals["flaky"] += 1
+        known = bool(rec.get("known_flaky"))
+        totals["known_flaky"] += known
+        totals["pass" if known else "fail"] += 1
+    else:
+        totals[final] += 1
+
+
+def _ktap_totals(totals):
+    """The # Totals: line counts a flaky test as flaky only."""
+    unknown = totals["flaky"] - totals["known_flaky"]
+    return dict(totals, **{"pass": totals["pass"] - totals["known_flaky"],
+                           "fail": totals["fail"] - unknown})
 
 
 def _print_first_failure(n, name, rec):

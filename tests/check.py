@@ -7,6 +7,7 @@ line is "N passed, N failed".
 """
 
 import glob
+import importlib.util
 import io
 import os
 import re
@@ -312,9 +313,34 @@ def nics_file_and_builders():
     ksft_true(False, "a bad matrix/nics line was accepted")
 
 
+def load_tests_run():
+    """tests/run.py as a module of its own name (matrix/run.py is "run")."""
+    spec = importlib.util.spec_from_file_location(
+        "tests_run", os.path.join(TOP, "tests", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @check
-def ktap_retry_keeps_first_failure():
-    """A case that fails once, then passes: both results are visible."""
+def every_test_has_one_lane():
+    """tests/run.py: the fast lane names only tests that exist, and covers
+    the features the fast lane promises (README, Tests)."""
+    tests_run = load_tests_run()
+    names = [t.__name__ for t in tests_run.TESTS]
+    ksft_eq(sorted(set(tests_run.FAST_LANE) - set(names)), [],
+            "fast-lane names that are no test")
+    ksft_eq(len(names), len(set(names)), "test names are unique")
+    fast = tests_run.lane_tests("fast")
+    ksft_eq([t.__name__ for t in fast], [n for n in names
+                                         if n in tests_run.FAST_LANE])
+    ksft_eq(len(tests_run.lane_tests("full")), len(names),
+            "the full lane runs every test")
+
+
+def run_flaky_plan(known):
+    """ktap.run() on a case that fails once and then passes, and a
+    skipped one; its output and totals."""
     runs = []
 
     def flaky():
@@ -327,13 +353,52 @@ def ktap_retry_keeps_first_failure():
 
     out = io.StringIO()
     with redirect_stdout(out):
-        totals = ktap.run([flaky, skipped])
-    text = out.getvalue()
+        totals = ktap.run([flaky, skipped], known_flaky=known)
+    return out.getvalue(), totals
+
+
+@check
+def ktap_flaky_is_a_failure():
+    """A case that fails once, then passes: both results are visible, it
+    is flaky, and it counts as failed on the closing line."""
+    text, totals = run_flaky_plan({})
     ksft_in("# flaky: first run FAILED", text)
-    ksft_in("ok 1 flaky # first run failed, retry passed", text)
+    ksft_in("not ok 1 flaky # FLAKY first run failed, retry passed; not a "
+            "known flake", text)
     ksft_in("ok 2 skipped # SKIP no reason", text)
-    ksft_eq((totals["pass"], totals["skip"], totals["flaky"]), (1, 1, 1))
-    ksft_in("# Totals: pass:1 fail:0 xfail:0 xpass:0 skip:1 error:0", text)
+    ksft_in("# time: ", text)
+    ksft_eq((totals["pass"], totals["fail"], totals["skip"],
+             totals["flaky"]), (0, 1, 1, 1))
+    ksft_in("# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:1 error:0 "
+            "flaky:1", text)
+    ksft_in("# flaky: 1 (flaky: not known, failed)", text)
+
+
+@check
+def ktap_known_flaky_passes_and_is_printed():
+    """The same case listed as a known flake: it counts as passed on the
+    closing line, and is still printed as flaky with its problem."""
+    text, totals = run_flaky_plan({"flaky": "the deaf agent"})
+    ksft_in("ok 1 flaky # FLAKY first run failed, retry passed; known: "
+            "the deaf agent", text)
+    ksft_eq((totals["pass"], totals["fail"], totals["flaky"]), (1, 0, 1))
+    ksft_in("# flaky: 1 (flaky: known, the deaf agent)", text)
+
+
+@check
+def known_flaky_list_parses():
+    """tests/known-flaky: each entry names a test and its open problem."""
+    tests_run = load_tests_run()
+    known = tests_run.read_known_flaky()
+    names = {t.__name__ for t in tests_run.TESTS}
+    ksft_eq(sorted(set(known) - names), [], "known flakes that are no test")
+    ksft_eq([n for n, why in known.items() if not why], [],
+            "known flakes without their problem")
+    try:
+        tests_run.parse_known_flaky("kgdboe_gdb_session_e1000_2cpu\n")
+    except ValueError:
+        return
+    ksft_true(False, "a known flake without its problem was accepted")
 
 
 # ------------------------------------------------------------ linters

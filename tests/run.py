@@ -6,13 +6,23 @@ kernel-free checks are tests/check.py (make check).  Prints KTAP (TAP
 version 13, one line per test, the kgdboe steps and the KUnit cases as
 nested subtests), then "# Totals:" and a last line "N passed, N failed".
 A test that fails runs once more; both results are printed and kept in
-build/test-results/results.json ("result" first run, "retry" second).
+build/test-results/results.json ("result" first run, "retry" second,
+"seconds" each test's time).  A test that passes only on its retry is
+flaky, and counts as failed unless tests/known-flaky lists it with its
+open problem.
 
+Two lanes (FAST_LANE below is the one place that says which test is in
+which): `--lane fast` (make test: every feature once, within 20 minutes
+on a fresh clone) and `--lane full` (make test-full: every test).
 Select tests with a substring: tests/run.py boot_e1000 negative.
+Each run starts from an empty build/test-results: no test reads what an
+earlier run left there.
 """
 
+import argparse
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -614,20 +624,97 @@ def no_namespace_or_qemu_left():
             [], "qemu left")
 
 
+# The fast lane, make test: each required NIC's boot, burst and echo;
+# KUnit and its mutant; kgdboe with 1 and 2 CPUs; plain mode at loss;
+# authenticated mode with the attacks; netsysrq; IPv6, VLAN, fragments,
+# jumbo frames; a device that goes away (the virtio-net session); the
+# clients as modules.  Every other test runs in make test-full only
+# (every lockdep-kernel session, every NIC for each client).
+FAST_LANE = (
+    "series_patches_are_clean",
+    "boot_burst_echo_e1000",
+    "boot_burst_echo_rtl8139",
+    "boot_burst_echo_pcnet",
+    "boot_burst_echo_ne2k_pci",
+    "kunit_netpoll",
+    "kunit_fails_on_broken_checksum_check",
+    "kgdboe_gdb_session_e1000_1cpu",
+    "kgdboe_gdb_session_e1000_2cpu",
+    "kgdboe_gdb_session_virtio_net_pci_1cpu",
+    "kgdboe_plain_session_at_2pct_loss",
+    "kgdboe_authenticated_lossy_e1000",
+    "netsysrq_e1000",
+    "netpoll_core_e1000_driver",
+    "netpoll_ipv6_e1000",
+    "clients_as_modules_2cpu",
+    "no_namespace_or_qemu_left",
+)
+LANES = ("fast", "full")
+KNOWN_FLAKY = os.path.join(TOP, "tests", "known-flaky")
+
+
+def lane_tests(lane):
+    """The tests of a lane, in the suite's order."""
+    if lane == "fast":
+        return [t for t in TESTS if t.__name__ in FAST_LANE]
+    return list(TESTS)
+
+
+def parse_known_flaky(text):
+    """tests/known-flaky: "<test name> <open problem>" per line, # comments.
+    A name without its problem is refused (ValueError)."""
+    known = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, why = line.partition(" ")
+        if not why.strip():
+            raise ValueError("tests/known-flaky:%d: %s: no open problem "
+                             "given" % (n, name))
+        known[name] = why.strip()
+    return known
+
+
+def read_known_flaky(path=KNOWN_FLAKY):
+    try:
+        with open(path) as f:
+            return parse_known_flaky(f.read())
+    except FileNotFoundError:
+        return {}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        description="netpoll-ng kernel and guest tests (KTAP)")
+    ap.add_argument("--lane", choices=LANES, default="full",
+                    help="fast: make test; full: make test-full (default)")
+    ap.add_argument("select", nargs="*",
+                    help="run only the tests whose name contains one of "
+                         "these")
+    return ap.parse_args(argv)
+
+
 def main():
-    sel = sys.argv[1:]
-    os.makedirs(RESULTS, exist_ok=True)
-    todo = [t for t in TESTS if not sel or any(s in t.__name__ for s in sel)]
+    args = parse_args(sys.argv[1:])
+    sel = args.select
+    todo = [t for t in lane_tests(args.lane)
+            if not sel or any(s in t.__name__ for s in sel)]
     if sel and not todo:
-        print("usage: tests/run.py [name-substring...]\nno test matches %s;"
-              " tests: %s" % (" ".join(sel),
-                              ", ".join(t.__name__ for t in TESTS)),
-              file=sys.stderr)
+        print("no test of lane %s matches %s; tests: %s" % (
+            args.lane, " ".join(sel),
+            ", ".join(t.__name__ for t in lane_tests(args.lane))),
+            file=sys.stderr)
         return 2
+    known = read_known_flaky()
+    shutil.rmtree(RESULTS, ignore_errors=True)
+    os.makedirs(RESULTS)
     t0 = time.monotonic()
-    totals = ktap.run(todo, os.path.join(RESULTS, "results.json"))
-    print("# tests took %.0fs; %d passed only on their retry (flaky: a bug "
-          "to root-cause)" % (time.monotonic() - t0, totals["flaky"]))
+    totals = ktap.run(todo, os.path.join(RESULTS, "results.json"),
+                      known_flaky=known)
+    print("# lane %s: %d tests took %.0f s; %d flaky (%d of them known)"
+          % (args.lane, len(todo), time.monotonic() - t0, totals["flaky"],
+             totals["known_flaky"]))
     print("%d passed, %d failed" % (totals["pass"], totals["fail"]))
     return 1 if totals["fail"] else 0
 
