@@ -21,13 +21,13 @@
 # POLL_MODES=driver,napi (matrix: the poll modes to run each NIC in),
 # KGDBOE_MODES=driver,napi (matrix: the modes that also run a kgdboe session),
 # NICS=e1000,pcnet (matrix, perf: a subset), REPS=N (perf: repetitions), BURST=N, IPERF_SECONDS=N, CPUS=N,
-# NEWDIR=drivers (export: folder for new commits), FORCE=1 (tree: discard
+# FORCE=1 (tree: discard
 # unexported work in build/linux).
 
 SHELL := /bin/bash
 PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
-export JOBS BASELINE DEBUG FORCE NEWDIR
+export JOBS BASELINE DEBUG FORCE
 
 ifeq ($(DEBUG),1)
 KIMAGE := build/obj-debug/arch/x86/boot/bzImage

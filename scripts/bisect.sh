@@ -44,7 +44,11 @@ for c in $commits; do
 		bad=1
 		continue
 	fi
-	if grep -q 'warning:' "$out/$n.build.log"; then
+	# One warning is pristine 6.12 code, which no patch touches: the %ld for
+	# a size_t in kernel/module/signing.c on i386 (printed by the builds
+	# that recompile it).  Every other warning fails the patch.
+	if grep 'warning:' "$out/$n.build.log" |
+	   grep -qv "format ‘%ld’ expects argument of type ‘long int’, but argument 2 has type ‘size_t’"; then
 		echo "[$n/$total] WARNINGS      $subj (build/bisect/$n.build.log)" | tee -a "$out/summary.txt"
 		bad=1
 	fi

@@ -401,6 +401,96 @@ def known_flaky_list_parses():
     ksft_true(False, "a known flake without its problem was accepted")
 
 
+# ------------------------------------------------------------ series
+
+MAX_GROUP = 15      # maintainer-netdev.rst: "don't post large series (> 15)"
+MAX_SERIES = 60     # the whole series, all groups
+
+
+def load_export():
+    spec = importlib.util.spec_from_file_location(
+        "export", os.path.join(TOP, "scripts", "export.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@check
+def series_is_in_groups():
+    """series: every patch in a group; each group at most 15 patches, all
+    in its folder, with a cover.txt and a generated cover letter; at most
+    60 patches in all."""
+    export = load_export()
+    with open(os.path.join(TOP, "series")) as f:
+        _, groups = export.parse_series(f.read())
+    ksft_true(groups, "series has no '# group:' line")
+    total = 0
+    for g in groups:
+        n = len(g["entries"])
+        total += n
+        ksft_true(0 < n <= MAX_GROUP, "group %s has %d patches (1 to %d)"
+                  % (g["folder"], n, MAX_GROUP))
+        ksft_eq([e for e in g["entries"]
+                 if os.path.dirname(e) != g["folder"]], [],
+                "patches of group %s outside its folder" % g["folder"])
+        for f in ("cover.txt", "0000-cover-letter.patch"):
+            ksft_true(os.path.exists(os.path.join(TOP, g["folder"], f)),
+                      "group %s has no %s" % (g["folder"], f))
+    ksft_true(total <= MAX_SERIES, "%d patches, more than %d"
+              % (total, MAX_SERIES))
+    ktap.ksft_pr("%d patches in %d groups" % (total, len(groups)))
+
+
+@check
+def series_parser_refuses_a_patch_outside_groups():
+    """A patch line before any '# group:' line is refused, with its line."""
+    export = load_export()
+    try:
+        export.parse_series("core/0001-x.patch\n# group: core/a (net) A\n")
+    except export.ExportError as e:
+        ksft_in("series:1:", str(e))
+        return
+    ksft_true(False, "a patch outside any group was accepted")
+
+
+@check
+def export_assigns_new_commits_to_the_group_before():
+    """A commit with a new subject joins the group of the commit before it;
+    one whose group comes before the current one is refused."""
+    export = load_export()
+    groups = [{"folder": "a", "entries": ["a/0001-x.patch"]},
+              {"folder": "b", "entries": ["b/0001-y.patch"]}]
+    ksft_eq(export.assign_groups(["x", "new", "y", "newer"], groups),
+            [0, 0, 1, 1])
+    try:
+        export.assign_groups(["y", "x"], groups)
+    except export.ExportError:
+        return
+    ksft_true(False, "a commit of an earlier group after a later one")
+
+
+@check
+def series_churn_counts_rework():
+    """scripts/series-churn.py: a line that a later patch removes after an
+    earlier one added it is counted; mainline lines and trivial lines are
+    not."""
+    spec = importlib.util.spec_from_file_location(
+        "churn", os.path.join(TOP, "scripts", "series-churn.py"))
+    churn = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(churn)
+    d = tempfile.mkdtemp()
+    first = ("diff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n@@ -1 +1,3 @@\n"
+             "-mainline();\n+int added;\n+}\n+kept();\n")
+    second = ("diff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n@@ -1,3 +1 @@\n"
+              "-int added;\n-}\n-mainline();\n")
+    paths = []
+    for i, text in enumerate((first, second)):
+        paths.append(os.path.join(d, "%d.patch" % i))
+        with open(paths[-1], "w") as f:
+            f.write(text)
+    ksft_eq([n for _, n in churn.churn(paths)], [0, 1])
+
+
 # ------------------------------------------------------------ linters
 
 # ------------------------------------------------------------ kgdboe
