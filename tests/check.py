@@ -143,7 +143,7 @@ def splat_lockdep_fixture():
 @check
 def nmi_reports_fail_the_splat_step():
     """The lockdep test fails on any report (its kgdboe `splat` step,
-    npng.first_splat()): the reports core/0057 and core/0046 removed are
+    npng.first_splat()): the reports that core/6-nmi/0002 and 0001 remove are
     found, named by their first frames."""
     for name, frame in (("serial-nmi-known.log", "napi_alloc_skb"),
                         ("serial-nmi-slab.log", "free_to_partial_list")):

@@ -252,8 +252,9 @@ def run_kgdboe(name, nic, *extra, cpus=1, steps_are_subtests=True, obj=OBJ):
 
 # With 2 CPUs, step finishes: gdb's breakpoints at a return address are
 # hit once, and kgdb must not step over them while the other CPU is
-# inside the device (clients/0088).  Before that patch 12 of 1100 such
-# finishes on e1000 under load (lockdep kernel) were lost.
+# inside the device (core/7-kgdb/0002, clients/8-kgdboe/0004).  Without
+# kgdb's first-hit rule 12 of 1100 such finishes on e1000 under load
+# (lockdep kernel) were lost.
 FINISHES = "--finishes=50"
 
 
@@ -331,8 +332,7 @@ def lockdep_kgdboe_test(nic, mode, cpus=2):
     irq, workqueue, timer, slab and page allocator code).
     Every step must pass, its `splat` step included (no report at all),
     and the driver must have received into netpoll's NMI skbs
-    (core/0057; e1000: drivers/0058, 8139cp: drivers/0061, pcnet32:
-    drivers/0062, 8390: drivers/0063; the extra NICs: drivers/0076-0083)."""
+    (core/6-nmi/0002; the drivers: core/6-nmi/0004-0013)."""
     def fn():
         build_debug_kernel(DEBUG_OBJ)
         tag = "kgdboe-lockdep-%s-%s-%d" % (nic, mode, cpus)
@@ -355,7 +355,7 @@ def lockdep_kgdboe_test(nic, mode, cpus=2):
 
 
 # Every required NIC (their drivers take no lock but by trylock and
-# allocate nothing in the stop: drivers/0058, 0061-0063), with 2 CPUs in
+# allocate nothing in the stop: core/6-nmi/0004-0007), with 2 CPUs in
 # each poll mode (a NIC with a napi quirk, matrix/nics, in driver mode
 # only) and with 1 CPU in driver mode.
 for _nic in REQUIRED:
@@ -366,7 +366,7 @@ for _nic in REQUIRED:
     named("kgdboe_lockdep_kernel_%s_1cpu_driver" % _nic.model,
           lockdep_kgdboe_test(_nic.model, "driver", cpus=1))
 
-# The extra NICs (drivers/0076-0083 for e100, tulip, e1000e, vmxnet3 and
+# The extra NICs (core/6-nmi/0008-0013 for e100, tulip, e1000e, vmxnet3 and
 # virtio_net): one session each, 2 CPUs, driver mode, so that make test
 # checks the stop path of every model the matrix boots.
 for _nic in EXTRA:
