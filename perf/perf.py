@@ -484,6 +484,24 @@ def write_report(doc, results):
         ", ".join(made) or "none (no python3-matplotlib?)"))
 
 
+def failures(doc):
+    """What went wrong in a perf run: samples that did not pass and
+    debugger steps that failed.  Any of them makes perf.py exit 1."""
+    bad = ["%s %s rep %d%s: %s %s" % (
+        s["nic"], s["kernel"], s["rep"],
+        " %d cpu(s)" % s["cpus"] if "cpus" in s else "", s["status"],
+        s.get("detail") or "")
+        for s in doc.get("samples", []) + doc.get("size_samples", [])
+        if s["status"] != "pass"]
+    for key in ("debugger_run", "debugger_run_2cpu"):
+        run = doc.get(key) or {}
+        if "error" in run:
+            bad.append("%s: %s" % (key, run["error"]))
+        bad += ["%s: step %s failed" % (key, st["step"])
+                for st in run.get("steps", []) if st["pass"] is not True]
+    return bad
+
+
 def main():
     a = parse_args()
     os.makedirs(a.results, exist_ok=True)
@@ -511,8 +529,14 @@ def main():
     doc["debuggers"] = debugger_figures(dbg) if dbg else {}
     doc["debuggers_2cpu"] = debugger_figures(dbg2) if dbg2 else {}
     doc["elapsed_s"] = round(time.monotonic() - t0)
+    doc["failures"] = failures(doc)
     write_report(doc, a.results)
-    return 0
+    for f in doc["failures"]:
+        log("perf: FAIL %s" % f)
+    log("perf: %d sample(s), %d failure(s)" % (
+        len(doc["samples"]) + len(doc["size_samples"]),
+        len(doc["failures"])))
+    return 1 if doc["failures"] else 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ line is "N passed, N failed".
 import glob
 import importlib.util
 import io
+import json
 import os
 import re
 import socket
@@ -311,6 +312,59 @@ def nics_file_and_builders():
     except ValueError:
         return
     ksft_true(False, "a bad matrix/nics line was accepted")
+
+
+def load_matrix_run():
+    spec = importlib.util.spec_from_file_location(
+        "matrix_run", os.path.join(TOP, "matrix", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@check
+def matrix_fails_a_cell_its_quirk_does_not_explain():
+    """matrix/run.py's exit status: the named run of the nine models has
+    no failed cell (its two tx-in-irq napi cells XFAIL); each bad cell
+    below must fail it."""
+    mrun = load_matrix_run()
+    with open(os.path.join(TOP, "docs", "results",
+                           "matrix-2026-12-07.json")) as f:
+        doc = json.load(f)
+    with redirect_stdout(io.StringIO()):
+        ksft_eq(mrun.verdicts(doc), 0, "failed cells in the named run")
+    cell = {c["nic"] + "/" + c["poll_mode"]: c for c in doc["cells"]}
+    rtl, e1000 = cell["rtl8139/napi"], cell["e1000/driver"]
+    bad = {
+        "a loss the quirk does not explain":
+            dict(rtl, detail=rtl["detail"] + "; nc_idle lost 1/5000"),
+        "a quirk that did not show": dict(rtl, status="pass", detail=""),
+        "the quirk in driver mode": dict(rtl, poll_mode="driver"),
+        "a failed kgdboe session": dict(e1000, metrics=dict(
+            e1000["metrics"], kgdboe="attach")),
+        "a cell with no result": dict(e1000, status="fail",
+                                      detail="cell produced no result"),
+    }
+    nics = {n.model: n for n in npng.read_nics()}
+    for why, c in bad.items():
+        ksft_eq(mrun.cell_verdict(nics[c["nic"]], c)[0], "fail", why)
+
+
+@check
+def perf_fails_on_a_bad_sample_or_debugger_step():
+    """perf/perf.py's exit status: the committed run has no failure; a
+    sample that did not pass, or a failed debugger step, is one."""
+    sys.path.insert(0, os.path.join(TOP, "perf"))
+    import perf  # noqa: E402
+    with open(os.path.join(TOP, "docs", "perf", "perf.json")) as f:
+        doc = json.load(f)
+    ksft_eq(perf.failures(doc), [], "failures in docs/perf")
+    s = dict(doc["samples"][0], status="loss", detail="nc_idle lost 1/2000")
+    ksft_eq(len(perf.failures(dict(doc, samples=[s]))), 1, "a lossy sample")
+    dbg = {"steps": [{"step": "attach", "pass": True},
+                     {"step": "dump64k", "pass": False}]}
+    ksft_eq(perf.failures(dict(doc, debugger_run=dbg)),
+            ["debugger_run: step dump64k failed"])
 
 
 def load_tests_run():

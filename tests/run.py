@@ -33,7 +33,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "matrix"))
 import ktap  # noqa: E402
 import npng  # noqa: E402
-from ktap import ksft_eq, ksft_ge, ksft_true, subtest  # noqa: E402
+from ktap import ksft_eq, ksft_ge, ksft_in, ksft_true, subtest  # noqa: E402
 
 RESULTS = os.path.join(TOP, "build", "test-results")
 OBJ = os.path.join(TOP, "build", "obj")
@@ -55,11 +55,12 @@ def named(name, fn):
     return test(fn)
 
 
-def run_matrix(name, nics, *extra, steps="burst", modes="driver"):
-    """Run matrix/run.py on `nics` with the given steps and poll modes;
-    returns the cells of its JSON (<name>.json; <name>-retry.json on a
-    retry, serial logs under <name>-retry/, so a first failure's files
-    are kept)."""
+def run_matrix(name, nics, *extra, steps="burst", modes="driver",
+               failed=0):
+    """Run matrix/run.py on `nics` with the given steps and poll modes,
+    which must exit 0, or 1 with `failed` failed cells; returns the cells
+    of its JSON (<name>.json; <name>-retry.json on a retry, serial logs
+    under <name>-retry/, so a first failure's files are kept)."""
     name += ktap.attempt_suffix()
     results = RESULTS if ktap.ATTEMPT[0] == 1 else \
         os.path.join(RESULTS, "retry")
@@ -73,7 +74,11 @@ def run_matrix(name, nics, *extra, steps="burst", modes="driver"):
                        text=True)
     with open(os.path.join(results, name + ".out"), "w") as f:
         f.write(r.stdout)
-    ksft_eq(r.returncode, 0, "run.py: " + npng.one_line(r.stdout[-400:]))
+    ksft_eq(r.returncode, 1 if failed else 0,
+            "run.py: " + npng.one_line(r.stdout[-400:]))
+    if failed:
+        ksft_in("matrix: %d cell(s), %d failed" % (len(nics), failed),
+                r.stdout)
     with open(os.path.join(results, name + ".json")) as f:
         return json.load(f)["cells"]
 
@@ -224,8 +229,9 @@ def kunit_fails_on_broken_checksum_check():
 @test
 def negative_lost_messages_fail_the_cell():
     """The guest's netconsole targets a port nobody listens on: every
-    message is lost, and the harness must say so (status loss)."""
-    cells = run_matrix("negative", ["e1000"], "--nc-port", "6667")
+    message is lost, and the harness must say so (status loss, and
+    matrix/run.py exits 1 with the cell counted as failed)."""
+    cells = run_matrix("negative", ["e1000"], "--nc-port", "6667", failed=1)
     ksft_eq(len(cells), 1, "cells")
     ksft_eq(cells[0]["status"], "loss", "loss went unnoticed: %s"
             % cells[0]["detail"])
