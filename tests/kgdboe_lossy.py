@@ -63,8 +63,15 @@ import kgdboe  # noqa: E402
 from kgdboe import StepFailed, gdb_packet  # noqa: E402
 from relay import LossyRelay  # noqa: E402
 
-FLOOD = 10000
+FLOOD = npng.FLOOD
 AUTH_OVERHEAD = 24 + 32     # netpoll's authenticated header and tag
+# netconsole heartbeats logged during the flood, and how many must reach
+# the host: a named tolerance.  netconsole is UDP and resends nothing, and
+# the heartbeats share the tap with 10,000 frames in about 2 s; the check
+# is that the kernel keeps logging under the flood, not that plain
+# netconsole delivers every line.
+HEARTBEATS = 40
+HEARTBEATS_MIN = 35
 
 
 def loss_name(p):
@@ -188,7 +195,8 @@ class LossyTest(kgdboe.Test):
         time.sleep(1.0)
         self.still_running("the peer's IP from another MAC")
         d = self.np_stats().get("foreign", 0) - before.get("foreign", 0)
-        kgdboe.ksft_check(d >= 2, "foreign %d, want 2" % d)
+        kgdboe.ksft_check(d == 2, "foreign +%d, want +2 (the two spoofed "
+                          "datagrams)" % d)
         return "refused, counted foreign (+%d)" % d
 
     def set_key(self):
@@ -293,8 +301,8 @@ class LossyTest(kgdboe.Test):
         nc = npng.NcReceiver(port=npng.NC_PORT)
         try:
             tag = self.guest.start(
-                "for i in $(seq 1 40); do echo \"npng hb $i\" > /dev/kmsg;"
-                " sleep 0.25; done")
+                "for i in $(seq 1 %d); do echo \"npng hb $i\" > /dev/kmsg;"
+                " sleep 0.25; done" % HEARTBEATS)
             raw = npng.RawSender()
             t0 = time.monotonic()
             try:
@@ -309,7 +317,7 @@ class LossyTest(kgdboe.Test):
                 raw.close()
             secs = time.monotonic() - t0
             self.guest.finish(tag, "heartbeats", timeout=60)
-            recs = nc.wait_burst("hb", 40, quiet=3.0, limit=20.0)
+            recs = nc.wait_burst("hb", HEARTBEATS, quiet=3.0, limit=20.0)
         finally:
             nc.close()
         self.still_running("the flood")
@@ -320,11 +328,18 @@ class LossyTest(kgdboe.Test):
         # what the NIC dropped never reached netpoll; all that did counts
         kgdboe.ksft_check(d == arrived, "refused +%d, but %d arrived"
                           % (d, arrived))
-        kgdboe.ksft_check(arrived >= FLOOD // 2, "only %d of %d reached "
-                          "the guest" % (arrived, FLOOD))
-        kgdboe.ksft_check(len(recs) >= 35, "%d of 40 heartbeats" % len(recs))
+        kgdboe.ksft_check(arrived >= npng.FLOOD_MIN_ARRIVED,
+                          "%d of %d reached the guest, want at least %d "
+                          "(npng.FLOOD_MIN_ARRIVED: what an emulated NIC "
+                          "may drop)" % (arrived, FLOOD,
+                                         npng.FLOOD_MIN_ARRIVED))
+        kgdboe.ksft_check(len(recs) >= HEARTBEATS_MIN,
+                          "%d of %d heartbeats, want at least %d (plain "
+                          "netconsole resends nothing)" % (
+                              len(recs), HEARTBEATS, HEARTBEATS_MIN))
         return "%d forged in %.1f s: %d reached kgdboe, %d refused; %d of " \
-            "40 heartbeats" % (FLOOD, secs, arrived, d, len(recs))
+            "%d heartbeats" % (FLOOD, secs, arrived, d, len(recs),
+                               HEARTBEATS)
 
     def auth_ipv6(self):
         self.ipv6_up()
