@@ -377,6 +377,27 @@ def load_tests_run():
 
 
 @check
+def boot_cell_fails_on_a_late_echo():
+    """A boot cell of the named matrix run passes the boot test's checks
+    (rtl8139 driver); one late answer, running or trapped, fails it: late
+    answers were the symptom of the 8139cp bug its hook fix cures."""
+    tests_run = load_tests_run()
+    with open(os.path.join(TOP, "docs", "results",
+                           "matrix-2026-12-07.json")) as f:
+        cells = json.load(f)["cells"]
+    c = next(c for c in cells if c["nic"] == "rtl8139" and
+             c["poll_mode"] == "driver")
+    c = dict(c, status="pass", metrics=dict(
+        c["metrics"], nc_idle_sent=tests_run.BURST,
+        nc_idle_received=tests_run.BURST))
+    rtl = npng.nic("rtl8139")
+    ksft_eq(tests_run.boot_cell_problems(rtl, c), [])
+    for key in ("echo_late", "trap_echo_late"):
+        bad = dict(c, metrics=dict(c["metrics"], **{key: 1}))
+        ksft_eq(len(tests_run.boot_cell_problems(rtl, bad)), 1, key)
+
+
+@check
 def every_test_has_one_lane():
     """tests/run.py: the fast lane names only tests that exist, and covers
     the features the fast lane promises (README, Tests)."""

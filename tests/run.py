@@ -123,7 +123,10 @@ def boot_cell_problems(nic, c):
             "nc_idle_sent": (BURST, ""), "nc_idle_received": (BURST, ""),
             "nc_idle_missing": (0, ""), "nc_idle_reordered": (0, ""),
             "nc_idle_duplicates": (0, ""), "echo_lost": (0, ""),
-            "trap_echo_lost": (0, ""), "trap_arp_ok": (True, "")}
+            "echo_late": (0, "answered after 300 ms"),
+            "trap_echo_lost": (0, ""),
+            "trap_echo_late": (0, "answered after 300 ms"),
+            "trap_arp_ok": (True, "")}
     got = dict(m, status=c["status"], driver=c.get("driver"))
     bad = ["%s %r, want %r%s" % (k, got.get(k), v, " (%s)" % why
                                  if why else "")
