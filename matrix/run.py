@@ -220,7 +220,7 @@ def cell_verdict(nic, cell):
     """("pass", "xfail" or "fail", reasons) for one matrix cell: its
     status and every client session it ran must pass; a NIC quirk listed
     in matrix/nics makes a napi cell XFAIL only when the quirk explains
-    every part of what went wrong."""
+    every part of what went wrong, and its trapped echo did stall."""
     m = cell["metrics"]
     bad = ["%s %s" % (k, m[k]) for k in CLIENT_COLUMNS
            if k in m and m[k] != "pass"]
@@ -230,7 +230,8 @@ def cell_verdict(nic, cell):
             return "fail", ["the %s quirk (matrix/nics) did not show" % quirk]
         return ("fail" if bad else "pass"), bad
     parts = (cell.get("detail") or "").split("; ")
-    if quirk and cell["status"] == "loss" and not bad and \
+    stalled = (m.get("trap_echo_lost") or 0) >= npng.QUIRK_STALL_MIN_LOST
+    if quirk and cell["status"] == "loss" and not bad and stalled and \
             all(p.startswith(QUIRK_PARTS) for p in parts):
         return "xfail", ["%s: %s" % (quirk, npng.NAPI_QUIRKS[quirk])]
     return "fail", ["status %s: %s" % (cell["status"], cell.get("detail"))

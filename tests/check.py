@@ -299,14 +299,17 @@ def nics_file_and_builders():
             "kgdboe=6443@192.0.2.2/eth0,@192.0.2.1/02:00:c0:00:02:01")
     rtl = npng.nic("rtl8139")
     stall = ["status 'loss', want 'pass'", "trap_echo_lost 990, want 0"]
-    ksft_eq(npng.quirk_verdict(rtl, "napi", stall), ("xfail", []))
-    ksft_eq(npng.quirk_verdict(rtl, "driver", stall), ("fail", stall))
-    ksft_eq(npng.quirk_verdict(rtl, "napi", stall + ["echo_lost 3"])[0],
+    ksft_eq(npng.quirk_verdict(rtl, "napi", stall, 990), ("xfail", []))
+    ksft_eq(npng.quirk_verdict(rtl, "driver", stall, 990), ("fail", stall))
+    ksft_eq(npng.quirk_verdict(rtl, "napi", ["trap_echo_lost 1, want 0"],
+                               1)[0], "fail", "1 lost echo is not a stall")
+    ksft_eq(npng.quirk_verdict(rtl, "napi", stall + ["echo_lost 3"], 990)[0],
             "fail", "a problem the quirk does not explain")
-    ksft_eq(npng.quirk_verdict(rtl, "napi", [])[0], "fail", "stale quirk")
-    ksft_eq(npng.quirk_verdict(rtl, "napi", ["status 'fail'"])[0], "fail",
+    ksft_eq(npng.quirk_verdict(rtl, "napi", [], 0)[0], "fail", "stale quirk")
+    ksft_eq(npng.quirk_verdict(rtl, "napi", ["status 'fail'"], 990)[0], "fail",
             "a failed cell is not a stall")
-    ksft_eq(npng.quirk_verdict(npng.nic("e1000"), "napi", []), ("pass", []))
+    ksft_eq(npng.quirk_verdict(npng.nic("e1000"), "napi", [], 0),
+            ("pass", []))
     try:
         npng.parse_nics("e1000 e1000 maybe\n")
     except ValueError:
@@ -340,6 +343,8 @@ def matrix_fails_a_cell_its_quirk_does_not_explain():
             dict(rtl, detail=rtl["detail"] + "; nc_idle lost 1/5000"),
         "a quirk that did not show": dict(rtl, status="pass", detail=""),
         "the quirk in driver mode": dict(rtl, poll_mode="driver"),
+        "1 trapped echo lost is no stall": dict(rtl, metrics=dict(
+            rtl["metrics"], trap_echo_lost=1)),
         "a failed kgdboe session": dict(e1000, metrics=dict(
             e1000["metrics"], kgdboe="attach")),
         "a cell with no result": dict(e1000, status="fail",
