@@ -148,7 +148,7 @@ class DebuggerBench(kgdboe.Test):
         self.per_transport[name] = self.metrics
 
     def run(self):
-        self.text_start = self.text_addr = self.symbol("_text")
+        self.find_kernel_addresses()
         if not self.step("boot", self.boot):
             return
         for name in self.a.transports.split(","):

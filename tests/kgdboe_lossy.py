@@ -400,7 +400,7 @@ class LossyTest(kgdboe.Test):
             out, 60)
 
     def run(self):
-        self.text_start = self.text_addr = self.symbol("_text")
+        self.find_kernel_addresses()
         if self.a.lockdown:
             self.step("lockdown", self.lockdown)
             return
