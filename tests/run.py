@@ -103,16 +103,6 @@ def series_patches_are_clean():
     ktap.ksft_pr("%d patch(es) checked" % len(patches))
 
 
-@test
-def kernel_config_has_fragment():
-    cfg = open(os.path.join(OBJ, ".config")).read()
-    for line in open(os.path.join(TOP, "matrix", "kernel.config")):
-        line = line.strip()
-        if line.startswith("CONFIG_") and not line.endswith("=n"):
-            ksft_true(re.search("^%s$" % re.escape(line), cfg, re.M),
-                      "%s not in build/obj/.config" % line)
-
-
 # ---------------------------------------------------------------- guests
 
 def boot_cell_problems(nic, c):
