@@ -8,17 +8,17 @@
 # build/obj-mutant/kunit.log.
 #
 # Incremental: build/obj-mutant starts as a copy of build/obj, and the
-# mutated netpoll.c is bind-mounted over build/linux/net/core/netpoll.c in
-# a private mount namespace of this script (unshare -m), so the compiler
-# sees the same paths and only netpoll.o and the link are redone.  The
+# mutated netpoll_rx.c is bind-mounted over build/linux/net/core/netpoll_rx.c
+# in a private mount namespace of this script (unshare -m), so the compiler
+# sees the same paths and only netpoll_rx.o and the link are redone.  The
 # tree on disk is never changed.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree=$top/build/linux
 obj=$top/build/obj-mutant
-file=net/core/netpoll.c
-mutated=$top/build/mutant/netpoll.c
+file=net/core/netpoll_rx.c	# netpoll_parse_udp4()
+mutated=$top/build/mutant/netpoll_rx.c
 
 die() { echo "mutant: $*" >&2; exit 1; }
 
