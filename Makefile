@@ -14,7 +14,10 @@
 #   make bridge   the host tools: build/kgdboe-bridge, gdb's pipe to kgdboe's
 #                 authenticated mode (tools/kgdboe-bridge), and build/netsysrq,
 #                 authenticated SysRq over UDP (tools/netsysrq; also
-#                 `make netsysrq`)
+#                 `make netsysrq`); `make install PREFIX=...` installs
+#                 them with their man pages (man/)
+#   make docs     the Markdown of the named runs (docs/results/) and the
+#                 README's NIC table from the newest matrix run
 #
 # Variables: JOBS (build parallelism), BASELINE=1 (kernel: unpatched tree),
 # DEBUG=1 (kernel, matrix: the lockdep/atomic-sleep kernel in build/obj-debug),
@@ -68,7 +71,7 @@ ifeq ($(DEBUG),1)
 MATRIX_ARGS += --kernel $(KIMAGE) --name matrix-debug
 endif
 
-.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge netsysrq matrix perf test test-full transcript transcript-auth checkpatch bisect clean distclean help
+.PHONY: prepare-tree all deps check-deps check tree export kernel rootfs bridge netsysrq install docs matrix perf test test-full transcript transcript-auth checkpatch bisect clean distclean help
 
 all: help
 
@@ -114,6 +117,18 @@ build/$(1): $(wildcard tools/$(1)/*.[ch]) $(TOOLS_COMMON) | deps
 	cc -O2 -Wall -Wextra -Werror -Itools/common -o $$@ $$(filter %.c,$$^)
 endef
 $(foreach t,$(TOOLS),$(eval $(call host_tool,$(t))))
+
+# make install PREFIX=/usr/local (DESTDIR too): the host tools and their
+# man pages.
+PREFIX ?= /usr/local
+install: bridge
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(TOOLS:%=build/%) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(TOOLS:%=man/%.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+
+# The Markdown of the named runs in docs/results/ and README's NIC table.
+docs:
+	@$(PYTHON) scripts/docs.py
 
 $(ROOTFS): matrix/rootfs.sh $(GUEST_FILES) | deps
 	@./matrix/rootfs.sh

@@ -8,7 +8,8 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 debdir=$top/build/debs
 
-check_pkgs="python3 pyflakes3 shellcheck git"
+# gcc and man-db: make check builds the host tools and checks their man pages
+check_pkgs="python3 pyflakes3 shellcheck git gcc libc6-dev man-db"
 # gcc-multilib: the i386 libc that the guest's kmsg-timed links with
 host_pkgs="$check_pkgs linux-source-6.12 qemu-system-x86 gdb iperf3 socat bc bison flex
 	libelf-dev libssl-dev cpio xz-utils make gcc git iproute2 kmod python3

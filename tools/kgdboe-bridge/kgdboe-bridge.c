@@ -17,8 +17,10 @@
  * --keepalive-ms lets the target send again what we did not acknowledge.
  *
  * On exit it prints its counters on stderr.  --self-test checks the
- * HMAC against RFC 4231 and exits.
+ * HMAC against RFC 4231 and exits.  --help lists the options, their
+ * defaults and the exit status (help_text below; man/kgdboe-bridge.1).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,9 +34,24 @@
 
 #include "npa1.h"
 
+#ifndef TOOL_VERSION
+#define TOOL_VERSION	"1.0"
+#endif
+#define PROG		"kgdboe-bridge"
+
 #define MAX_PAYLOAD	1024		/* the target's rx ring takes 8 KiB */
 #define MAX_DGRAM	1600
 #define PENDING_MAX	65536
+
+/* the options' defaults and largest values */
+#define RTO_MS		100
+#define KEEPALIVE_MS	500
+#define CONNECT_S	20
+#define MAX_MS		60000
+#define MAX_S		86400
+
+#define STR(x)		#x
+#define XSTR(x)		STR(x)
 
 enum { HELLO = 1, WELCOME = 2, DATA = 3, REPLY = 4 };
 
@@ -273,60 +290,208 @@ static void print_counters(FILE *f)
 		cnt.refused, cnt.stale, cnt.from_gdb, cnt.to_gdb);
 }
 
-static void usage(void)
+static const char help_text[] =
+	"Usage: " PROG " [OPTION]... --key-file FILE HOST:PORT\n"
+	"  or:  " PROG " --self-test\n"
+	"Relay gdb's remote protocol on stdin and stdout to kgdboe's\n"
+	"authenticated mode at HOST:PORT (UDP).  In gdb:\n"
+	"  target remote | " PROG " --key-file FILE HOST:PORT\n"
+	"HOST is an IPv4 address or a name, an IPv6 address in brackets\n"
+	"([fd00:2::2]:6443); PORT is 1 to 65535.\n"
+	"\n"
+	"Options (N may have a fraction):\n"
+	"  --key-file FILE    the key in hex, as kgdboe's key parameter\n"
+	"                     takes it (required, no default)\n"
+	"  --rto-ms N         send an unacknowledged datagram again after\n"
+	"                     N ms (default " XSTR(RTO_MS) "; 0 < N <= "
+	XSTR(MAX_MS) ")\n"
+	"  --keepalive-ms N   send an empty DATA after N ms without a send\n"
+	"                     (default " XSTR(KEEPALIVE_MS) "; 0 < N <= "
+	XSTR(MAX_MS) ")\n"
+	"  --connect-s N      give up without a WELCOME after N s\n"
+	"                     (default " XSTR(CONNECT_S) "; 0 < N <= "
+	XSTR(MAX_S) ")\n"
+	"  --stats-file FILE  also write the counters to FILE at the end\n"
+	"                     (default: none, stderr only)\n"
+	"  -v                 print the session nonce on stderr\n"
+	"                     (default: off)\n"
+	"  --self-test        check the HMAC against RFC 4231, then exit\n"
+	"  -h, --help         print this help, then exit\n"
+	"  --version          print the version, then exit\n"
+	"\n"
+	"Exit status:\n"
+	"  0  the session ended: gdb closed the pipe, or sent SIGTERM or\n"
+	"     SIGHUP (--self-test: every case passed)\n"
+	"  1  no WELCOME within --connect-s, HOST:PORT not usable, or a\n"
+	"     network error (--self-test: a case failed)\n"
+	"  2  usage error (a bad option, value or operand), or a bad key\n"
+	"     file\n";
+
+struct opts {
+	const char *key_file, *target, *stats_file;
+	double rto, keepalive, connect_s;	/* in s */
+};
+
+static int usage_error(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+/* the error, and where to look: -1 */
+static int usage_error(const char *fmt, ...)
 {
-	fprintf(stderr,
-		"usage: kgdboe-bridge --key-file FILE [--rto-ms N] [--keepalive-ms N]\n"
-		"                     [--connect-s N] [--stats-file FILE] [-v] HOST:PORT\n"
-		"       kgdboe-bridge --self-test\n"
-		"In gdb: target remote | kgdboe-bridge --key-file FILE HOST:PORT\n"
-		"HOST is an IPv4 address or a name; an IPv6 address in brackets: [fd00:2::2]:6443\n");
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs(PROG ": ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry '" PROG " --help'.\n", stderr);
+	return -1;
+}
+
+/* --help and --version print and exit 0; anything else returns */
+static void help_or_version(const char *arg)
+{
+	if (!strcmp(arg, "-h") || !strcmp(arg, "--help"))
+		fputs(help_text, stdout);
+	else if (!strcmp(arg, "--version"))
+		puts(PROG " " TOOL_VERSION);
+	else
+		return;
+	exit(0);
+}
+
+/* all of arg, a number in (0, max]: 0, or -1 after the error */
+static int parse_positive(const char *opt, const char *arg, double max,
+			  double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(arg, &end);
+	if (end == arg || *end)
+		return usage_error("bad value '%s' for %s: not a number",
+				   arg, opt);
+	if (errno == ERANGE)
+		return usage_error("bad value '%s' for %s: out of range",
+				   arg, opt);
+	if (!(*v > 0 && *v <= max))
+		return usage_error("bad value '%s' for %s: want more than 0, at most %g",
+				   arg, opt, max);
+	return 0;
+}
+
+/* milliseconds into v in seconds */
+static int parse_ms(const char *opt, const char *arg, double *v)
+{
+	if (parse_positive(opt, arg, MAX_MS, v))
+		return -1;
+	*v /= 1000;
+	return 0;
+}
+
+/* PORT of HOST:PORT, 1 to 65535; no colon is connect_udp()'s to report */
+static int check_port(const char *target)
+{
+	const char *port = strrchr(target, ':');
+	char *end;
+	long n;
+
+	if (!port++)
+		return 0;
+	errno = 0;
+	n = strtol(port, &end, 10);
+	if (!isdigit((unsigned char)*port) || *end || errno || n < 1 ||
+	    n > 65535)
+		return usage_error("bad value '%s' for HOST:PORT: want a port from 1 to 65535",
+				   target);
+	return 0;
+}
+
+static int takes_arg(const char *opt)
+{
+	static const char *const with_arg[] = {
+		"--key-file", "--rto-ms", "--keepalive-ms", "--connect-s",
+		"--stats-file",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(with_arg) / sizeof(with_arg[0]); i++)
+		if (!strcmp(opt, with_arg[i]))
+			return 1;
+	return 0;
+}
+
+/* opt, one that takes_arg(): 0, or -1 after the error */
+static int parse_option(struct opts *o, const char *opt, const char *arg)
+{
+	if (!strcmp(opt, "--rto-ms"))
+		return parse_ms(opt, arg, &o->rto);
+	if (!strcmp(opt, "--keepalive-ms"))
+		return parse_ms(opt, arg, &o->keepalive);
+	if (!strcmp(opt, "--connect-s"))
+		return parse_positive(opt, arg, MAX_S, &o->connect_s);
+	if (!strcmp(opt, "--key-file"))
+		o->key_file = arg;
+	else
+		o->stats_file = arg;
+	return 0;
+}
+
+/* 0, or -1 after a usage error; --self-test, --help, --version exit */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int err = 0;
+
+		help_or_version(a);
+		if (!strcmp(a, "--self-test"))
+			exit(npa1_self_test());
+		else if (!strcmp(a, "-v"))
+			verbose = 1;
+		else if (a[0] != '-' && !o->target)
+			o->target = a;
+		else if (a[0] != '-')
+			err = usage_error("unexpected argument '%s'", a);
+		else if (!takes_arg(a))
+			err = usage_error("unknown option '%s'", a);
+		else if (++i == argc)
+			err = usage_error("option '%s' needs a value", a);
+		else
+			err = parse_option(o, a, argv[i]);
+		if (err)
+			return -1;
+	}
+	if (!o->key_file)
+		return usage_error("missing --key-file FILE");
+	if (!o->target)
+		return usage_error("missing HOST:PORT");
+	return check_port(o->target);
 }
 
 int main(int argc, char **argv)
 {
 	static struct session s = { .rx_next = 1 };
-	double rto = 0.1, keepalive = 0.5, connect_s = 20;
-	const char *key_file = NULL, *target = NULL, *stats_file = NULL;
-	int i, rc;
+	struct opts o = { .rto = RTO_MS / 1000.0,
+			  .keepalive = KEEPALIVE_MS / 1000.0,
+			  .connect_s = CONNECT_S };
+	int rc;
 
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--self-test"))
-			return npa1_self_test();
-		else if (!strcmp(argv[i], "-v"))
-			verbose = 1;
-		else if (!strcmp(argv[i], "--key-file") && i + 1 < argc)
-			key_file = argv[++i];
-		else if (!strcmp(argv[i], "--rto-ms") && i + 1 < argc)
-			rto = atof(argv[++i]) / 1000;
-		else if (!strcmp(argv[i], "--keepalive-ms") && i + 1 < argc)
-			keepalive = atof(argv[++i]) / 1000;
-		else if (!strcmp(argv[i], "--connect-s") && i + 1 < argc)
-			connect_s = atof(argv[++i]);
-		else if (!strcmp(argv[i], "--stats-file") && i + 1 < argc)
-			stats_file = argv[++i];
-		else if (argv[i][0] != '-' && !target)
-			target = argv[i];
-		else {
-			usage();
-			return 2;
-		}
-	}
-	if (!key_file || !target || rto <= 0 || keepalive <= 0) {
-		usage();
+	if (parse_args(argc, argv, &o))
 		return 2;
-	}
-	if (npa1_read_key("kgdboe-bridge", key_file, &key))
+	if (npa1_read_key(PROG, o.key_file, &key))
 		return 2;
 	catch_signals();
-	s.fd = connect_udp("kgdboe-bridge", target);
-	if (s.fd < 0 || handshake(s.fd, rto, connect_s, &s.nonce))
+	s.fd = connect_udp(PROG, o.target);
+	if (s.fd < 0 || handshake(s.fd, o.rto, o.connect_s, &s.nonce))
 		return 1;
 	s.last_send = now();
-	rc = relay(&s, rto, keepalive);
+	rc = relay(&s, o.rto, o.keepalive);
 	print_counters(stderr);
-	if (stats_file) {
-		FILE *f = fopen(stats_file, "w");
+	if (o.stats_file) {
+		FILE *f = fopen(o.stats_file, "w");
 
 		if (f) {
 			print_counters(f);

@@ -20,10 +20,10 @@
  *
  * It prints one line per key (run, not a SysRq key, refused by
  * kernel.sysrq), then "netsysrq: counter=N nonce=HEX acked_ms=T sends=N
- * status_ms=T" (status_ms "-" with --nonce).  Exit status: 0 every key
- * run or answered with the help, 1 some refused, 2 usage or key file,
- * 3 no answer.  --self-test checks the HMAC against RFC 4231 and the
- * datagrams against the vectors of the kernel's KUnit test, and exits.
+ * status_ms=T" (status_ms "-" with --nonce).  --self-test checks the
+ * HMAC against RFC 4231 and the datagrams against the vectors of the
+ * kernel's KUnit test, and exits.  --help lists the options, their
+ * defaults and the exit status (help_text below; man/netsysrq.1).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -38,11 +38,23 @@
 
 #include "npa1.h"
 
+#ifndef TOOL_VERSION
+#define TOOL_VERSION	"1.0"
+#endif
 #define PROG		"netsysrq"
 #define KEY_ID_LABEL	"netsysrq key id"
 #define PREFIX_LEN	12		/* key id, counter */
 #define MAX_KEYS	16
 #define MAX_DGRAM	1600
+
+/* the options' defaults and largest values */
+#define RTO_MS		200
+#define TIMEOUT_S	10
+#define MAX_MS		60000
+#define MAX_S		86400
+
+#define STR(x)		#x
+#define XSTR(x)		STR(x)
 
 enum { QUERY = 1, STATUS = 2, COMMAND = 3, ACK = 4 };
 enum { RUN = 0, HELP = 1, REFUSED = 2 };	/* an ACK's result bytes */
@@ -542,35 +554,131 @@ static int self_test(void)
 	return failed ? 1 : 0;
 }
 
-static void usage(void)
+static const char help_text[] =
+	"Usage: " PROG " [OPTION]... --key-file FILE HOST:PORT KEYS\n"
+	"  or:  " PROG " --self-test\n"
+	"Send 1 to " XSTR(MAX_KEYS) " SysRq KEYS (e.g. t or sh) to the\n"
+	"kernel's netsysrq client at HOST:PORT (UDP), authenticated with\n"
+	"the key in FILE; print one line per key, then a summary line.\n"
+	"HOST is an IPv4 address or a name, an IPv6 address in brackets\n"
+	"([fd00:2::2]:6667); PORT is 1 to 65535.\n"
+	"\n"
+	"Options (N of --rto-ms and --timeout-s may have a fraction):\n"
+	"  --key-file FILE    the key in hex, as netsysrq's key parameter\n"
+	"                     takes it (required, no default)\n"
+	"  --nonce HEX        the target's boot nonce, 64 bits: no QUERY\n"
+	"                     (default: a QUERY asks the target for it)\n"
+	"  --counter N        the command's counter, 1 to 2^64-1 (default:\n"
+	"                     the real-time clock in microseconds, or the\n"
+	"                     target's last counter + 1 if that is larger)\n"
+	"  --rto-ms N         send again after N ms without an answer\n"
+	"                     (default " XSTR(RTO_MS) "; 0 < N <= "
+	XSTR(MAX_MS) ")\n"
+	"  --timeout-s N      wait N s at most for the STATUS, and again\n"
+	"                     for the ACK (default " XSTR(TIMEOUT_S)
+	"; 0 < N <= " XSTR(MAX_S) ")\n"
+	"  --stats-file FILE  also write the summary and counters to FILE\n"
+	"                     (default: none)\n"
+	"  -v                 print each datagram sent or dropped on stderr\n"
+	"                     (default: off)\n"
+	"  --self-test        check the HMAC against RFC 4231 and the\n"
+	"                     datagrams against the kernel's KUnit vectors,\n"
+	"                     then exit\n"
+	"  -h, --help         print this help, then exit\n"
+	"  --version          print the version, then exit\n"
+	"\n"
+	"Exit status:\n"
+	"  0  every key run or answered with the help (--self-test: every\n"
+	"     case passed)\n"
+	"  1  some key refused by kernel.sysrq, or an unknown result\n"
+	"     (--self-test: a case failed)\n"
+	"  2  usage error (a bad option, value or operand), a bad key file,\n"
+	"     or a HOST:PORT that does not resolve\n"
+	"  3  no answer within --timeout-s, interrupted, or a send failed\n";
+
+static int usage_error(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+/* the error, and where to look: -1 */
+static int usage_error(const char *fmt, ...)
 {
-	fprintf(stderr,
-		"usage: netsysrq --key-file FILE [--nonce HEX] [--counter N] [--rto-ms N]\n"
-		"                [--timeout-s N] [--stats-file FILE] [-v] HOST:PORT KEYS\n"
-		"       netsysrq --self-test\n"
-		"KEYS: 1 to %d SysRq keys, e.g. t or sh\n", MAX_KEYS);
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs(PROG ": ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry '" PROG " --help'.\n", stderr);
+	return -1;
 }
 
-/* all of s, a number in base; 0, or -1 */
-static int parse_u64(const char *s, int base, uint64_t *v)
+/* --help and --version print and exit 0; anything else returns */
+static void help_or_version(const char *arg)
+{
+	if (!strcmp(arg, "-h") || !strcmp(arg, "--help"))
+		fputs(help_text, stdout);
+	else if (!strcmp(arg, "--version"))
+		puts(PROG " " TOOL_VERSION);
+	else
+		return;
+	exit(0);
+}
+
+/* all of arg, a number in base: 0, or -1 after the error */
+static int parse_u64(const char *opt, const char *arg, int base,
+		     uint64_t *v)
+{
+	const char *what = base == 16 ? "hexadecimal" : "decimal";
+	char *end;
+
+	errno = 0;
+	*v = strtoull(arg, &end, base);
+	/* strtoull() would take a sign or spaces first: we do not */
+	if (!isxdigit((unsigned char)*arg) || *end)
+		return usage_error("bad value '%s' for %s: not a %s number",
+				   arg, opt, what);
+	if (errno == ERANGE)
+		return usage_error("bad value '%s' for %s: out of range, 64 bits at most",
+				   arg, opt);
+	return 0;
+}
+
+/* all of arg, a number in (0, max]: 0, or -1 after the error */
+static int parse_positive(const char *opt, const char *arg, double max,
+			  double *v)
 {
 	char *end;
 
-	if (!isxdigit((unsigned char)*s))
-		return -1;
 	errno = 0;
-	*v = strtoull(s, &end, base);
-	return errno || *end ? -1 : 0;
+	*v = strtod(arg, &end);
+	if (end == arg || *end)
+		return usage_error("bad value '%s' for %s: not a number",
+				   arg, opt);
+	if (errno == ERANGE)
+		return usage_error("bad value '%s' for %s: out of range",
+				   arg, opt);
+	if (!(*v > 0 && *v <= max))
+		return usage_error("bad value '%s' for %s: want more than 0, at most %g",
+				   arg, opt, max);
+	return 0;
 }
 
-/* all of s, a number in (0, max]; 0, or -1 */
-static int parse_positive(const char *s, double max, double *v)
+/* PORT of HOST:PORT, 1 to 65535; no colon is connect_udp()'s to report */
+static int check_port(const char *target)
 {
+	const char *port = strrchr(target, ':');
 	char *end;
+	long n;
 
+	if (!port++)
+		return 0;
 	errno = 0;
-	*v = strtod(s, &end);
-	return errno || end == s || *end || !(*v > 0 && *v <= max) ? -1 : 0;
+	n = strtol(port, &end, 10);
+	if (!isdigit((unsigned char)*port) || *end || errno || n < 1 ||
+	    n > 65535)
+		return usage_error("bad value '%s' for HOST:PORT: want a port from 1 to 65535",
+				   target);
+	return 0;
 }
 
 static int valid_keys(const char *keys)
@@ -585,7 +693,21 @@ static int valid_keys(const char *keys)
 	return 1;
 }
 
-/* 0, or -1 after a usage error */
+static int takes_arg(const char *opt)
+{
+	static const char *const with_arg[] = {
+		"--key-file", "--stats-file", "--nonce", "--counter",
+		"--rto-ms", "--timeout-s",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(with_arg) / sizeof(with_arg[0]); i++)
+		if (!strcmp(opt, with_arg[i]))
+			return 1;
+	return 0;
+}
+
+/* opt, one that takes_arg(): 0, or -1 after the error */
 static int parse_option(struct opts *o, const char *opt, const char *arg)
 {
 	if (!strcmp(opt, "--key-file")) {
@@ -598,64 +720,92 @@ static int parse_option(struct opts *o, const char *opt, const char *arg)
 	}
 	if (!strcmp(opt, "--nonce")) {
 		o->have_nonce = 1;
-		return parse_u64(arg, 16, &o->nonce);
+		return parse_u64(opt, arg, 16, &o->nonce);
 	}
 	if (!strcmp(opt, "--counter")) {
 		o->have_counter = 1;
-		return parse_u64(arg, 10, &o->counter) || !o->counter ? -1 : 0;
+		if (parse_u64(opt, arg, 10, &o->counter))
+			return -1;
+		if (!o->counter)
+			return usage_error("bad value '%s' for %s: want 1 at least",
+					   arg, opt);
+		return 0;
 	}
 	if (!strcmp(opt, "--rto-ms")) {
-		if (parse_positive(arg, 60000, &o->rto))
+		if (parse_positive(opt, arg, MAX_MS, &o->rto))
 			return -1;
 		o->rto /= 1000;
 		return 0;
 	}
-	if (!strcmp(opt, "--timeout-s"))
-		return parse_positive(arg, 86400, &o->timeout);
-	return -1;
+	return parse_positive(opt, arg, MAX_S, &o->timeout);
 }
 
-/* 0, or -1 after a usage error */
+/* HOST:PORT, then KEYS: 0, or -1 after the error */
+static int operand(struct opts *o, const char *arg)
+{
+	if (!o->target)
+		o->target = arg;
+	else if (!o->keys)
+		o->keys = arg;
+	else
+		return usage_error("unexpected argument '%s'", arg);
+	return 0;
+}
+
+/* what a command needs: 0, or -1 after the error */
+static int check_args(const struct opts *o)
+{
+	if (!o->key_file)
+		return usage_error("missing --key-file FILE");
+	if (!o->target)
+		return usage_error("missing HOST:PORT");
+	if (!o->keys)
+		return usage_error("missing KEYS");
+	if (!valid_keys(o->keys))
+		return usage_error("bad value '%s' for KEYS: want 1 to %d SysRq keys, printable, no spaces",
+				   o->keys, MAX_KEYS);
+	return check_port(o->target);
+}
+
+/* 0, or -1 after a usage error; --help and --version exit */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	int i;
 
 	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--self-test"))
+		const char *a = argv[i];
+		int err = 0;
+
+		help_or_version(a);
+		if (!strcmp(a, "--self-test"))
 			o->self_test = 1;
-		else if (!strcmp(argv[i], "-v"))
+		else if (!strcmp(a, "-v"))
 			verbose = 1;
-		else if (argv[i][0] == '-' && argv[i][1] == '-' && i + 1 < argc) {
-			if (parse_option(o, argv[i], argv[i + 1]))
-				return -1;
-			i++;
-		} else if (argv[i][0] != '-' && !o->target)
-			o->target = argv[i];
-		else if (argv[i][0] != '-' && !o->keys)
-			o->keys = argv[i];
+		else if (a[0] != '-')
+			err = operand(o, a);
+		else if (!takes_arg(a))
+			err = usage_error("unknown option '%s'", a);
+		else if (++i == argc)
+			err = usage_error("option '%s' needs a value", a);
 		else
+			err = parse_option(o, a, argv[i]);
+		if (err)
 			return -1;
 	}
-	if (o->self_test)
-		return 0;
-	if (!o->key_file || !o->target || !o->keys || !valid_keys(o->keys))
-		return -1;
-	return 0;
+	return o->self_test ? 0 : check_args(o);
 }
 
 int main(int argc, char **argv)
 {
 	static struct tool t;
-	struct opts o = { .rto = 0.2, .timeout = 10 };
+	struct opts o = { .rto = RTO_MS / 1000.0, .timeout = TIMEOUT_S };
 	struct outcome out = { 0 };
 	uint8_t results[MAX_KEYS];
 	uint64_t last = 0;
 	int rc;
 
-	if (parse_args(argc, argv, &o)) {
-		usage();
+	if (parse_args(argc, argv, &o))
 		return 2;
-	}
 	if (o.self_test)
 		return self_test();
 	if (npa1_read_key(PROG, o.key_file, &t.key))
