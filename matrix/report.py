@@ -178,6 +178,57 @@ def netsysrq_table(doc):
     return out
 
 
+def nic_verdict(nic, cells):
+    """One NIC's verdict from its cells of one matrix run (matrix/run.py's
+    cell_verdict() for each) and its quirks in matrix/nics."""
+    import run  # matrix/run.py: imported late, it imports this module
+    verdicts = {c["poll_mode"]: run.cell_verdict(nic, c) for c in cells}
+    bad = ["%s mode: %s" % (mode, "; ".join(why))
+           for mode, (v, why) in verdicts.items() if v == "fail"]
+    if bad:
+        return "avoid: " + "; ".join(bad)
+    notes = []
+    if verdicts.get("napi", ("pass",))[0] == "xfail":
+        notes.append("the generic poller stalls (%s): keep the driver's "
+                     "hook" % nic.napi_quirk)
+    napi = next((c for c in cells if c["poll_mode"] == "napi"), None)
+    if napi and napi["metrics"].get("poll_how") == "driver":
+        notes.append("napi mode falls back to the driver's hook")
+    if nic.iperf_rx_opts:
+        notes.append("loaded with iperf3 %s only (matrix/nics)"
+                     % " ".join(nic.iperf_rx_opts))
+    return "good" + (": " + "; ".join(notes) if notes else
+                     ": both pollers and every client pass")
+
+
+def nic_table(doc, source):
+    """The README's "which NIC?" table from one matrix run; source is the
+    run's path, which the table names."""
+    import npng
+    out = ["From [%s](%s) (%d patches, kernel %s, QEMU %s, %s): the "
+           "driver-mode cell's figures; kgdboe reads under iperf3 load."
+           % (doc.get("name", source), source, len(doc.get("series", [])),
+              doc.get("kernel"), doc.get("qemu"),
+              str(doc.get("started", ""))[:10]), "",
+           "| NIC | driver | tests | netconsole msg/s | trapped echo p50 "
+           "us | kgdboe KiB/s | napi mode | verdict |",
+           "|---|---|---|---|---|---|---|---|"]
+    for nic in npng.read_nics():
+        cells = [c for c in doc.get("cells", []) if c["nic"] == nic.model]
+        if not cells:
+            continue
+        drv = next((c["metrics"] for c in cells
+                    if c["poll_mode"] == "driver"), {})
+        napi = next((c for c in cells if c["poll_mode"] == "napi"), None)
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            nic.model, nic.driver, "make test" if nic.required else
+            "matrix", fmt(drv.get("nc_idle_msgs_per_s")),
+            fmt(drv.get("trap_echo_rtt_p50_us")),
+            fmt(drv.get("kgdb_read_kib_per_s")),
+            napi["status"] if napi else "-", nic_verdict(nic, cells)))
+    return "\n".join(out) + "\n"
+
+
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "build/results/matrix.json"
     with open(path) as f:

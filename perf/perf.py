@@ -28,6 +28,7 @@ figures of one run only.
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import re
@@ -380,10 +381,13 @@ def debugger_markdown(dbg, dbg2=None):
 
 
 def latest_matrix():
-    """The newest matrix JSON: this machine's build/results, else the one
-    committed under docs/results; (path, document) or (None, None)."""
-    for path in (os.path.join(npng.BUILD, "results", "matrix.json"),
-                 os.path.join(npng.TOP, "docs", "results", "matrix.json")):
+    """The newest matrix JSON: this machine's build/results, else the
+    newest named run under docs/results; (path, document) or (None,
+    None)."""
+    named = sorted(glob.glob(os.path.join(npng.TOP, "docs", "results",
+                                          "matrix-*", "matrix.json")))
+    for path in [os.path.join(npng.BUILD, "results", "matrix.json")] + \
+            named[::-1]:
         if os.path.exists(path):
             with open(path) as f:
                 return os.path.relpath(path, npng.TOP), json.load(f)

@@ -331,8 +331,8 @@ def matrix_fails_a_cell_its_quirk_does_not_explain():
     no failed cell (its two tx-in-irq napi cells XFAIL); each bad cell
     below must fail it."""
     mrun = load_matrix_run()
-    with open(os.path.join(TOP, "docs", "results",
-                           "matrix-2026-12-07.json")) as f:
+    with open(os.path.join(TOP, "docs", "results", "matrix-2026-12-07",
+                           "matrix.json")) as f:
         doc = json.load(f)
     with redirect_stdout(io.StringIO()):
         ksft_eq(mrun.verdicts(doc), 0, "failed cells in the named run")
@@ -372,6 +372,41 @@ def perf_fails_on_a_bad_sample_or_debugger_step():
             ["debugger_run: step dump64k failed"])
 
 
+@check
+def docs_are_what_make_docs_writes():
+    """README's NIC table and each named run's Markdown are what
+    scripts/docs.py writes, and the newest matrix run is of the series
+    that `series` lists; a README table edited by hand fails."""
+    r = subprocess.run([sys.executable, os.path.join(TOP, "scripts",
+                                                     "docs.py"), "--check"],
+                       capture_output=True, text=True)
+    ksft_eq(r.returncode, 0, r.stderr.strip())
+    sys.path.insert(0, os.path.join(TOP, "scripts"))
+    import docs  # noqa: E402
+    text = open(os.path.join(TOP, "README.md")).read()
+    table = text.split(docs.BEGIN, 1)[1].split(docs.END, 1)[0]
+    edited = text.replace(table, table.replace("| good", "| fine", 1), 1)
+    ksft_true(edited != text and docs.readme_with_table(edited, table)
+              != edited, "a hand-edited table goes unnoticed")
+
+
+@check
+def readme_is_short_and_links_every_page():
+    """README.md has at most 300 lines and links every page of docs/;
+    every link in it names a file that exists."""
+    text = open(os.path.join(TOP, "README.md")).read()
+    ksft_true(len(text.splitlines()) <= 300, "README.md has %d lines"
+              % len(text.splitlines()))
+    pages = sorted(os.path.relpath(p, TOP) for p in
+                   glob.glob(os.path.join(TOP, "docs", "*.md")))
+    ksft_eq([p for p in pages if "(%s" % p not in text], [],
+            "docs pages the README does not link")
+    links = re.findall(r"\]\(([^)#]+)", text)
+    ksft_eq([t for t in links if not t.startswith("http") and
+             not os.path.exists(os.path.join(TOP, t))], [],
+            "README links to missing files")
+
+
 def load_tests_run():
     """tests/run.py as a module of its own name (matrix/run.py is "run")."""
     spec = importlib.util.spec_from_file_location(
@@ -387,8 +422,8 @@ def boot_cell_fails_on_a_late_echo():
     (rtl8139 driver); one late answer, running or trapped, fails it: late
     answers were the symptom of the 8139cp bug its hook fix cures."""
     tests_run = load_tests_run()
-    with open(os.path.join(TOP, "docs", "results",
-                           "matrix-2026-12-07.json")) as f:
+    with open(os.path.join(TOP, "docs", "results", "matrix-2026-12-07",
+                           "matrix.json")) as f:
         cells = json.load(f)["cells"]
     c = next(c for c in cells if c["nic"] == "rtl8139" and
              c["poll_mode"] == "driver")
@@ -588,6 +623,47 @@ def build_host_tool(name):
                        stderr=subprocess.STDOUT, text=True)
     ksft_eq(r.returncode, 0, "cc: " + r.stdout.strip()[:300])
     return out
+
+
+# Each host tool: --help and --version to stdout with status 0, and a bad
+# argument refused with status 2 and a message that names it.
+TOOL_CASES = {
+    "kgdboe-bridge": [
+        (["--help"], 0, ["Usage: kgdboe-bridge", "default 100",
+                         "Exit status:"]),
+        (["--version"], 0, ["kgdboe-bridge 1.0"]),
+        (["--key-file", "/dev/null", "--rto-ms", "abc", "127.0.0.1:6443"], 2,
+         ["bad value 'abc' for --rto-ms", "Try 'kgdboe-bridge --help'."]),
+        (["--frobnicate"], 2, ["unknown option '--frobnicate'"]),
+    ],
+    "netsysrq": [
+        (["--help"], 0, ["Usage: netsysrq", "default 200", "Exit status:"]),
+        (["--version"], 0, ["netsysrq 1.0"]),
+        (["--key-file", "/dev/null", "--timeout-s", "0", "127.0.0.1:6667",
+          "h"], 2, ["bad value '0' for --timeout-s"]),
+        (["--frobnicate"], 2, ["Try 'netsysrq --help'."]),
+    ],
+}
+
+
+@check
+def host_tools_help_version_and_bad_arguments():
+    """Every host tool's --help, --version and a bad argument, and its man
+    page without a warning from man --warnings."""
+    for tool, cases in TOOL_CASES.items():
+        binary = build_host_tool(tool)
+        for argv, status, want in cases:
+            r = subprocess.run([binary] + argv, capture_output=True,
+                               text=True, timeout=10)
+            out = r.stdout if status == 0 else r.stderr
+            ksft_eq(r.returncode, status, "%s %s" % (tool, " ".join(argv)))
+            for w in want:
+                ksft_in(w, out, "%s %s" % (tool, " ".join(argv)))
+        page = os.path.join(TOP, "man", tool + ".1")
+        r = subprocess.run(["man", "--warnings", "-l", page],
+                           capture_output=True, text=True,
+                           env=dict(os.environ, MANWIDTH="80"))
+        ksft_eq((r.returncode, r.stderr.strip()), (0, ""), page)
 
 
 def self_test_oks(binary):
