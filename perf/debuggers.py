@@ -7,7 +7,7 @@ Runs inside a network namespace that the caller created (perf/perf.py, or
 npng.run_in_netns).  One boot of the series kernel; for each transport in
 turn, gdb attaches, reads jiffies --reads times, reads kernel text in
 READ_SIZES pieces (READ_REPEATS of each, at fresh addresses), dumps 64 KiB
-of kernel text (compared with vmlinux), continues to a breakpoint on
+of .rodata (equal to vmlinux's byte for byte), continues to a breakpoint on
 ksys_sync (the guest runs `sync`), removes it and detaches.
 kgdboe-auth writes a random key to kgdboe's key parameter and gdb goes
 through build/kgdboe-bridge; kgdboc takes over from kgdboe through its
