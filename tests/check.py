@@ -317,12 +317,18 @@ def nics_file_and_builders():
     ksft_true(False, "a bad matrix/nics line was accepted")
 
 
-def load_matrix_run():
-    spec = importlib.util.spec_from_file_location(
-        "matrix_run", os.path.join(TOP, "matrix", "run.py"))
+def load_script(name, *path):
+    """A script of this repository as a module of the given name (both
+    matrix/run.py and tests/run.py would be "run")."""
+    spec = importlib.util.spec_from_file_location(name,
+                                                  os.path.join(TOP, *path))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_matrix_run():
+    return load_script("matrix_run", "matrix", "run.py")
 
 
 @check
@@ -408,12 +414,7 @@ def readme_is_short_and_links_every_page():
 
 
 def load_tests_run():
-    """tests/run.py as a module of its own name (matrix/run.py is "run")."""
-    spec = importlib.util.spec_from_file_location(
-        "tests_run", os.path.join(TOP, "tests", "run.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("tests_run", "tests", "run.py")
 
 
 @check

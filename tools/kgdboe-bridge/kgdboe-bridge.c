@@ -18,13 +18,12 @@
  *
  * On exit it prints its counters on stderr.  --self-test checks the
  * HMAC against RFC 4231 and exits.  --help lists the options, their
- * defaults and the exit status (help_text below; man/kgdboe-bridge.1).
+ * defaults and the exit status (cli_help below; man/kgdboe-bridge.1).
  */
 #include <ctype.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "npa1.h"
 
 #ifndef TOOL_VERSION
@@ -290,7 +290,9 @@ static void print_counters(FILE *f)
 		cnt.refused, cnt.stale, cnt.from_gdb, cnt.to_gdb);
 }
 
-static const char help_text[] =
+const char cli_prog[] = PROG;
+const char cli_version[] = TOOL_VERSION;
+const char cli_help[] =
 	"Usage: " PROG " [OPTION]... --key-file FILE HOST:PORT\n"
 	"  or:  " PROG " --self-test\n"
 	"Relay gdb's remote protocol on stdin and stdout to kgdboe's\n"
@@ -332,78 +334,12 @@ struct opts {
 	double rto, keepalive, connect_s;	/* in s */
 };
 
-static int usage_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-
-/* the error, and where to look: -1 */
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs(PROG ": ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry '" PROG " --help'.\n", stderr);
-	return -1;
-}
-
-/* --help and --version print and exit 0; anything else returns */
-static void help_or_version(const char *arg)
-{
-	if (!strcmp(arg, "-h") || !strcmp(arg, "--help"))
-		fputs(help_text, stdout);
-	else if (!strcmp(arg, "--version"))
-		puts(PROG " " TOOL_VERSION);
-	else
-		return;
-	exit(0);
-}
-
-/* all of arg, a number in (0, max]: 0, or -1 after the error */
-static int parse_positive(const char *opt, const char *arg, double max,
-			  double *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtod(arg, &end);
-	if (end == arg || *end)
-		return usage_error("bad value '%s' for %s: not a number",
-				   arg, opt);
-	if (errno == ERANGE)
-		return usage_error("bad value '%s' for %s: out of range",
-				   arg, opt);
-	if (!(*v > 0 && *v <= max))
-		return usage_error("bad value '%s' for %s: want more than 0, at most %g",
-				   arg, opt, max);
-	return 0;
-}
-
 /* milliseconds into v in seconds */
 static int parse_ms(const char *opt, const char *arg, double *v)
 {
-	if (parse_positive(opt, arg, MAX_MS, v))
+	if (cli_parse_positive(opt, arg, MAX_MS, v))
 		return -1;
 	*v /= 1000;
-	return 0;
-}
-
-/* PORT of HOST:PORT, 1 to 65535; no colon is connect_udp()'s to report */
-static int check_port(const char *target)
-{
-	const char *port = strrchr(target, ':');
-	char *end;
-	long n;
-
-	if (!port++)
-		return 0;
-	errno = 0;
-	n = strtol(port, &end, 10);
-	if (!isdigit((unsigned char)*port) || *end || errno || n < 1 ||
-	    n > 65535)
-		return usage_error("bad value '%s' for HOST:PORT: want a port from 1 to 65535",
-				   target);
 	return 0;
 }
 
@@ -429,7 +365,7 @@ static int parse_option(struct opts *o, const char *opt, const char *arg)
 	if (!strcmp(opt, "--keepalive-ms"))
 		return parse_ms(opt, arg, &o->keepalive);
 	if (!strcmp(opt, "--connect-s"))
-		return parse_positive(opt, arg, MAX_S, &o->connect_s);
+		return cli_parse_positive(opt, arg, MAX_S, &o->connect_s);
 	if (!strcmp(opt, "--key-file"))
 		o->key_file = arg;
 	else
@@ -446,7 +382,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		const char *a = argv[i];
 		int err = 0;
 
-		help_or_version(a);
+		cli_help_or_version(a);
 		if (!strcmp(a, "--self-test"))
 			exit(npa1_self_test());
 		else if (!strcmp(a, "-v"))
@@ -454,21 +390,21 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		else if (a[0] != '-' && !o->target)
 			o->target = a;
 		else if (a[0] != '-')
-			err = usage_error("unexpected argument '%s'", a);
+			err = cli_usage_error("unexpected argument '%s'", a);
 		else if (!takes_arg(a))
-			err = usage_error("unknown option '%s'", a);
+			err = cli_usage_error("unknown option '%s'", a);
 		else if (++i == argc)
-			err = usage_error("option '%s' needs a value", a);
+			err = cli_usage_error("option '%s' needs a value", a);
 		else
 			err = parse_option(o, a, argv[i]);
 		if (err)
 			return -1;
 	}
 	if (!o->key_file)
-		return usage_error("missing --key-file FILE");
+		return cli_usage_error("missing --key-file FILE");
 	if (!o->target)
-		return usage_error("missing HOST:PORT");
-	return check_port(o->target);
+		return cli_usage_error("missing HOST:PORT");
+	return cli_check_port(o->target);
 }
 
 int main(int argc, char **argv)

@@ -23,12 +23,11 @@
  * status_ms=T" (status_ms "-" with --nonce).  --self-test checks the
  * HMAC against RFC 4231 and the datagrams against the vectors of the
  * kernel's KUnit test, and exits.  --help lists the options, their
- * defaults and the exit status (help_text below; man/netsysrq.1).
+ * defaults and the exit status (cli_help below; man/netsysrq.1).
  */
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +35,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "cli.h"
 #include "npa1.h"
 
 #ifndef TOOL_VERSION
@@ -554,7 +554,9 @@ static int self_test(void)
 	return failed ? 1 : 0;
 }
 
-static const char help_text[] =
+const char cli_prog[] = PROG;
+const char cli_version[] = TOOL_VERSION;
+const char cli_help[] =
 	"Usage: " PROG " [OPTION]... --key-file FILE HOST:PORT KEYS\n"
 	"  or:  " PROG " --self-test\n"
 	"Send 1 to " XSTR(MAX_KEYS) " SysRq KEYS (e.g. t or sh) to the\n"
@@ -596,34 +598,6 @@ static const char help_text[] =
 	"     or a HOST:PORT that does not resolve\n"
 	"  3  no answer within --timeout-s, interrupted, or a send failed\n";
 
-static int usage_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-
-/* the error, and where to look: -1 */
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs(PROG ": ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry '" PROG " --help'.\n", stderr);
-	return -1;
-}
-
-/* --help and --version print and exit 0; anything else returns */
-static void help_or_version(const char *arg)
-{
-	if (!strcmp(arg, "-h") || !strcmp(arg, "--help"))
-		fputs(help_text, stdout);
-	else if (!strcmp(arg, "--version"))
-		puts(PROG " " TOOL_VERSION);
-	else
-		return;
-	exit(0);
-}
-
 /* all of arg, a number in base: 0, or -1 after the error */
 static int parse_u64(const char *opt, const char *arg, int base,
 		     uint64_t *v)
@@ -635,49 +609,11 @@ static int parse_u64(const char *opt, const char *arg, int base,
 	*v = strtoull(arg, &end, base);
 	/* strtoull() would take a sign or spaces first: we do not */
 	if (!isxdigit((unsigned char)*arg) || *end)
-		return usage_error("bad value '%s' for %s: not a %s number",
-				   arg, opt, what);
+		return cli_usage_error("bad value '%s' for %s: not a %s number",
+				       arg, opt, what);
 	if (errno == ERANGE)
-		return usage_error("bad value '%s' for %s: out of range, 64 bits at most",
-				   arg, opt);
-	return 0;
-}
-
-/* all of arg, a number in (0, max]: 0, or -1 after the error */
-static int parse_positive(const char *opt, const char *arg, double max,
-			  double *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtod(arg, &end);
-	if (end == arg || *end)
-		return usage_error("bad value '%s' for %s: not a number",
-				   arg, opt);
-	if (errno == ERANGE)
-		return usage_error("bad value '%s' for %s: out of range",
-				   arg, opt);
-	if (!(*v > 0 && *v <= max))
-		return usage_error("bad value '%s' for %s: want more than 0, at most %g",
-				   arg, opt, max);
-	return 0;
-}
-
-/* PORT of HOST:PORT, 1 to 65535; no colon is connect_udp()'s to report */
-static int check_port(const char *target)
-{
-	const char *port = strrchr(target, ':');
-	char *end;
-	long n;
-
-	if (!port++)
-		return 0;
-	errno = 0;
-	n = strtol(port, &end, 10);
-	if (!isdigit((unsigned char)*port) || *end || errno || n < 1 ||
-	    n > 65535)
-		return usage_error("bad value '%s' for HOST:PORT: want a port from 1 to 65535",
-				   target);
+		return cli_usage_error("bad value '%s' for %s: out of range, 64 bits at most",
+				       arg, opt);
 	return 0;
 }
 
@@ -727,17 +663,17 @@ static int parse_option(struct opts *o, const char *opt, const char *arg)
 		if (parse_u64(opt, arg, 10, &o->counter))
 			return -1;
 		if (!o->counter)
-			return usage_error("bad value '%s' for %s: want 1 at least",
-					   arg, opt);
+			return cli_usage_error("bad value '%s' for %s: want 1 at least",
+					       arg, opt);
 		return 0;
 	}
 	if (!strcmp(opt, "--rto-ms")) {
-		if (parse_positive(opt, arg, MAX_MS, &o->rto))
+		if (cli_parse_positive(opt, arg, MAX_MS, &o->rto))
 			return -1;
 		o->rto /= 1000;
 		return 0;
 	}
-	return parse_positive(opt, arg, MAX_S, &o->timeout);
+	return cli_parse_positive(opt, arg, MAX_S, &o->timeout);
 }
 
 /* HOST:PORT, then KEYS: 0, or -1 after the error */
@@ -748,7 +684,7 @@ static int operand(struct opts *o, const char *arg)
 	else if (!o->keys)
 		o->keys = arg;
 	else
-		return usage_error("unexpected argument '%s'", arg);
+		return cli_usage_error("unexpected argument '%s'", arg);
 	return 0;
 }
 
@@ -756,15 +692,15 @@ static int operand(struct opts *o, const char *arg)
 static int check_args(const struct opts *o)
 {
 	if (!o->key_file)
-		return usage_error("missing --key-file FILE");
+		return cli_usage_error("missing --key-file FILE");
 	if (!o->target)
-		return usage_error("missing HOST:PORT");
+		return cli_usage_error("missing HOST:PORT");
 	if (!o->keys)
-		return usage_error("missing KEYS");
+		return cli_usage_error("missing KEYS");
 	if (!valid_keys(o->keys))
-		return usage_error("bad value '%s' for KEYS: want 1 to %d SysRq keys, printable, no spaces",
-				   o->keys, MAX_KEYS);
-	return check_port(o->target);
+		return cli_usage_error("bad value '%s' for KEYS: want 1 to %d SysRq keys, printable, no spaces",
+				       o->keys, MAX_KEYS);
+	return cli_check_port(o->target);
 }
 
 /* 0, or -1 after a usage error; --help and --version exit */
@@ -776,7 +712,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		const char *a = argv[i];
 		int err = 0;
 
-		help_or_version(a);
+		cli_help_or_version(a);
 		if (!strcmp(a, "--self-test"))
 			o->self_test = 1;
 		else if (!strcmp(a, "-v"))
@@ -784,9 +720,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		else if (a[0] != '-')
 			err = operand(o, a);
 		else if (!takes_arg(a))
-			err = usage_error("unknown option '%s'", a);
+			err = cli_usage_error("unknown option '%s'", a);
 		else if (++i == argc)
-			err = usage_error("option '%s' needs a value", a);
+			err = cli_usage_error("option '%s' needs a value", a);
 		else
 			err = parse_option(o, a, argv[i]);
 		if (err)
