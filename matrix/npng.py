@@ -626,6 +626,9 @@ class Guest:
         self.monitor_path = os.path.join(workdir, "monitor.sock")
         self.buf = b""
         self.seq = 0
+        # tag -> (rc, output) of commands that ended while another was
+        # awaited: started with start(), finished in any order
+        self.ended = {}
         self.sock = None
         self.info = {}
         append = guest_append(extra_append, nc_port, serial_console)
@@ -706,14 +709,16 @@ class Guest:
 
     def finish(self, tag, cmd, timeout=60, check=True):
         """Wait for the answer to a command sent with start()."""
-        out, m = self._read_until(
-            rb"@@END " + tag.encode() + rb" (\d+)\r?\n",
-            time.monotonic() + timeout)
-        if not m:
-            raise HarnessError("guest-timeout", "guest command %r gave no "
-                               "answer in %ds" % (cmd, timeout))
-        rc = int(m.group(1))
-        text = out.decode(errors="replace")
+        deadline = time.monotonic() + timeout
+        while tag not in self.ended:
+            out, m = self._read_until(rb"@@END (c\d+) (\d+)\r?\n",
+                                      deadline)
+            if not m:
+                raise HarnessError("guest-timeout", "guest command %r gave "
+                                   "no answer in %ds" % (cmd, timeout))
+            self.ended[m.group(1).decode()] = (
+                int(m.group(2)), out.decode(errors="replace"))
+        rc, text = self.ended.pop(tag)
         if check and rc:
             raise HarnessError("fail", "guest command %r failed (%d): %s" % (
                 cmd, rc, one_line(text)))

@@ -16,6 +16,9 @@ sysfs parameter and is entered with SysRq g.
 Per transport, the metrics are attach_ms, read_ms_median, read_ms_p90,
 read_kib_s (read size in bytes -> KiB/s, median of the repeats),
 dump_kib_s and cont_to_bp_ms; --out writes them as JSON, with the steps.
+--no-packet-size keeps gdb from asking for the stub's features
+(qSupported): the reads then cost what they cost against a stub that
+announces no packet size.
 """
 
 import argparse
@@ -56,6 +59,14 @@ class DebuggerBench(kgdboe.Test):
                         "-gdb", "tcp:127.0.0.1:%d" % GDBSTUB_PORT])
         info = self.guest.wait_ready(self.a.boot_timeout)
         return "%d cpu(s), driver %s" % (info["cpus"], info["driver"])
+
+    def gdb_settings(self):
+        """gdb's packet log costs gdb time per byte, which would be
+        measured with the transport: only with --debug-remote."""
+        unasked = ["remote supported-packets-packet off"] \
+            if self.a.no_packet_size else []
+        logged = super().gdb_settings() if self.a.debug_remote else []
+        return logged + unasked
 
     def remote_target(self):
         guest = "%s:%d" % (npng.GUEST_IP, npng.KGDBOE_PORT)
@@ -164,6 +175,11 @@ def main():
     kgdboe.guest_arguments(p)
     p.add_argument("--reads", type=int, default=100)
     p.add_argument("--transports", default=",".join(TRANSPORTS))
+    p.add_argument("--debug-remote", action="store_true",
+                   help="log gdb's packets (slows gdb down per byte)")
+    p.add_argument("--no-packet-size", action="store_true",
+                   help="gdb does not send qSupported, so it learns no "
+                   "packet size")
     a = p.parse_args()
     # what tests/kgdboe.py's Test reads and this script does not vary
     a.port, a.foreign_ip, a.skip, a.load = npng.KGDBOE_PORT, None, "", False

@@ -958,8 +958,9 @@ class Test:
             "vmlinux" % (dt, 64 / dt)
 
     def dump64k_big(self):
-        """The same with 500-byte memory packets (the stub's limit is
-        511; gdb uses 64 unless told)."""
+        """The same with gdb's memory packets fixed at 500 bytes (250
+        bytes a read), below the size the stub announces: a second
+        packet size through the same path."""
         self.gdb.cli("set remote memory-read-packet-size 500")
         self.gdb.cli("set remote memory-read-packet-size fixed")
         dt = self.dump_rodata(65536, "dump64k-500.bin")

@@ -16,6 +16,12 @@
  * the network loses, duplicates or reorders.  An empty DATA every
  * --keepalive-ms lets the target send again what we did not acknowledge.
  *
+ * gdb answers each reply with its "+", then sends its next packet.  Sent
+ * apart, the two cost the target two round trips per packet, since one
+ * datagram is in flight at a time.  So a reply is acknowledged with what
+ * gdb sends next, and a lone "+" waits for the packet that follows it,
+ * both for COALESCE_MS at most.
+ *
  * On exit it prints its counters on stderr.  --self-test checks the
  * HMAC against RFC 4231 and exits.  --help lists the options, their
  * defaults and the exit status (cli_help below; man/kgdboe-bridge.1).
@@ -49,6 +55,8 @@
 #define CONNECT_S	20
 #define MAX_MS		60000
 #define MAX_S		86400
+/* how long a lone "+", or the ack of a reply, waits for gdb's next bytes */
+#define COALESCE_MS	1
 
 #define STR(x)		#x
 #define XSTR(x)		STR(x)
@@ -138,6 +146,8 @@ struct session {
 	double out_at, last_send;
 	uint8_t pending[PENDING_MAX];
 	size_t pending_len;
+	double hold_until;	/* an ack owed, or a lone "+", waits till then */
+	int ack_owed;
 	int gdb_eof;
 };
 
@@ -147,7 +157,15 @@ static int send_data(struct session *s, const uint8_t *data, size_t len)
 			 .ack = s->rx_next - 1, .data = data, .len = len };
 
 	s->last_send = now();
+	s->ack_owed = 0;
 	return send_msg(s->fd, &m);
+}
+
+/* gdb's "+" alone, while its next packet may be on the way */
+static int lone_ack(const struct session *s)
+{
+	return s->pending_len == 1 && s->pending[0] == '+' &&
+	       now() < s->hold_until;
 }
 
 /* the next chunk from gdb goes out when nothing is in flight */
@@ -155,7 +173,7 @@ static int send_next(struct session *s)
 {
 	size_t n = s->pending_len < MAX_PAYLOAD ? s->pending_len : MAX_PAYLOAD;
 
-	if (s->tx_acked != s->tx_seq || !n)
+	if (s->tx_acked != s->tx_seq || !n || lone_ack(s))
 		return 0;
 	memcpy(s->out, s->pending, n);
 	memmove(s->pending, s->pending + n, s->pending_len - n);
@@ -208,12 +226,16 @@ static int from_target(struct session *s)
 			return -1;
 		cnt.to_gdb += m.len;
 		s->rx_next++;
-	} else if (m.seq < s->rx_next) {
-		cnt.dups++;
-	} else {
-		cnt.gaps++;
+		/* acknowledged with gdb's answer, or alone after COALESCE_MS */
+		s->ack_owed = 1;
+		s->hold_until = now() + COALESCE_MS / 1000.0;
+		return 0;
 	}
-	/* acknowledge every payload datagram, copies included */
+	if (m.seq < s->rx_next)
+		cnt.dups++;
+	else
+		cnt.gaps++;
+	/* a copy: our ack was lost, acknowledge it at once */
 	return send_data(s, NULL, 0);
 }
 
@@ -226,6 +248,8 @@ static int from_gdb(struct session *s)
 		s->gdb_eof = 1;
 		return 0;
 	}
+	if (!s->pending_len)
+		s->hold_until = now() + COALESCE_MS / 1000.0;
 	s->pending_len += n;
 	cnt.from_gdb += n;
 	return 0;
@@ -240,7 +264,8 @@ static int timers(struct session *s, double rto, double keepalive)
 		s->out_at = t;
 		return send_data(s, s->out, s->out_len);
 	}
-	if (t >= s->last_send + keepalive)
+	if ((s->ack_owed && t >= s->hold_until) ||
+	    t >= s->last_send + keepalive)
 		return send_data(s, NULL, 0);
 	return 0;
 }
@@ -268,7 +293,8 @@ static int relay(struct session *s, double rto, double keepalive)
 			    now() > drain_until || stopping)
 				return 0;
 		}
-		if (poll(p, nfds, (int)(rto * 250)) < 0 && errno != EINTR)
+		if (poll(p, nfds, s->ack_owed || lone_ack(s) ? COALESCE_MS :
+			 (int)(rto * 250)) < 0 && errno != EINTR)
 			return -1;
 		if ((p[0].revents & POLLIN) && from_target(s))
 			return -1;
