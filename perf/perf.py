@@ -276,7 +276,7 @@ def idle_cost_goal(cost):
             "run cannot resolve 2%%" % (min(ratios), max(ratios)))
 
 
-# kgdboe's goals: (what, transport, metric, at least KiB/s)
+# kgdboe's 64 KiB read goals: (what, transport, at least KiB/s)
 DUMP_GOALS = (("kgdboe reads 64 KiB at 2.5 MiB/s or more, idle, plain mode",
                "kgdboe", 2560),
               ("kgdboe reads 64 KiB at 1.5 MiB/s or more, idle, "
