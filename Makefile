@@ -21,8 +21,8 @@
 #
 # Variables: JOBS (build parallelism), BASELINE=1 (kernel: unpatched tree),
 # DEBUG=1 (kernel, matrix: the lockdep/atomic-sleep kernel in build/obj-debug),
-# POLL_MODES=driver,napi (matrix: the poll modes to run each NIC in),
-# KGDBOE_MODES=driver,napi (matrix: the modes that also run a kgdboe session),
+# POLL_MODES=driver,generic (matrix: the poll modes to run each NIC in),
+# KGDBOE_MODES=driver,generic (matrix: the modes that also run a kgdboe session),
 # NICS=e1000,pcnet (matrix, perf: a subset), REPS=N (perf: repetitions), BURST=N, IPERF_SECONDS=N, CPUS=N,
 # FORCE=1 (tree: discard
 # unexported work in build/linux).

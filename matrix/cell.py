@@ -314,9 +314,6 @@ class Cell:
             reason = self.why_no_trap_rx()
             if reason:
                 why.append("core: " + reason)
-            quirk = npng.nic(a.nic).napi_quirk
-            if quirk and a.poll_mode == "napi":
-                why.append("known: " + npng.NAPI_QUIRKS[quirk])
             self.lost.append("; ".join(why))
 
     def loaded_burst(self, reverse, prefix):

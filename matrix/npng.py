@@ -150,58 +150,15 @@ def read_series(path=SERIES_FILE):
         return []
 
 
-# What the generic poller cannot do with a NIC (matrix/nics, column 5)
-NAPI_QUIRKS = {
-    "tx-in-irq": "the driver reaps its transmit ring in its interrupt "
-                 "handler, which netpoll.poll_mode=napi never runs: "
-                 "answers stall while trapped (matrix/nics)",
-}
-
-
-# What a napi-mode quirk explains in a boot cell (tests/run.py): the
-# trapped echo stalls, so its answers are lost or late; nothing else may
-# go wrong
-QUIRK_EXPLAINS = ("status 'loss'", "trap_echo_lost ", "trap_echo_late ",
-                  "trap_echo_count ")
-
-
-# A stall loses most of the 1000 trapped echoes: 990 (rtl8139) and 934
-# (e1000e) in the matrix of 2026-12-07.  Fewer lost is some other fault,
-# which the quirk does not explain.
-QUIRK_STALL_MIN_LOST = 500
-
-
-def quirk_verdict(nic, mode, problems, trap_lost):
-    """A boot cell's subtest result ("pass", "fail" or "xfail") and the
-    problems that nic's quirk does not explain.  A quirk (matrix/nics)
-    that stalls napi mode's trapped echo (trap_lost of the cell's 1000 at
-    least QUIRK_STALL_MIN_LOST) makes the cell XFAIL there; one that no
-    longer shows fails it, so that matrix/nics stays true."""
-    quirk = nic.napi_quirk if mode == "napi" else None
-    if quirk is None:
-        return ("fail" if problems else "pass"), problems
-    if not problems:
-        return "fail", ["the %s quirk (matrix/nics) did not show: the "
-                        "trapped echo passed" % quirk]
-    unexplained = [p for p in problems if not p.startswith(QUIRK_EXPLAINS)]
-    if (trap_lost or 0) < QUIRK_STALL_MIN_LOST:
-        unexplained.append("trap_echo_lost %s < %d: not the %s stall" % (
-            trap_lost, QUIRK_STALL_MIN_LOST, quirk))
-    return ("fail" if unexplained else "xfail"), unexplained
-
-
 class Nic:
     """One line of matrix/nics: QEMU model, expected driver, whether the
-    tests require it, the iperf3 options for host->guest load, and what
-    the generic poller cannot do with it (or None)."""
+    tests require it, and the iperf3 options for host->guest load."""
 
-    def __init__(self, model, driver, required, iperf_rx_opts,
-                 napi_quirk=None):
+    def __init__(self, model, driver, required, iperf_rx_opts):
         self.model = model
         self.driver = driver
         self.required = required
         self.iperf_rx_opts = iperf_rx_opts
-        self.napi_quirk = napi_quirk
 
     def __repr__(self):
         return "Nic(%s)" % self.model
@@ -217,11 +174,9 @@ def parse_nics(text):
             raise ValueError("matrix/nics: bad line %r" % line.strip())
         opts = [] if len(cols) < 4 or cols[3] == "-" else \
             cols[3].split(",")
-        quirk = None if len(cols) < 5 or cols[4] == "-" else cols[4]
-        if quirk is not None and quirk not in NAPI_QUIRKS:
-            raise ValueError("matrix/nics: unknown quirk %r" % quirk)
-        nics.append(Nic(cols[0], cols[1], cols[2] == "required", opts,
-                        quirk))
+        if len(cols) > 4:
+            raise ValueError("matrix/nics: bad line %r" % line.strip())
+        nics.append(Nic(cols[0], cols[1], cols[2] == "required", opts))
     return nics
 
 

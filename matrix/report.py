@@ -180,7 +180,7 @@ def netsysrq_table(doc):
 
 def nic_verdict(nic, cells):
     """One NIC's verdict from its cells of one matrix run (matrix/run.py's
-    cell_verdict() for each) and its quirks in matrix/nics."""
+    cell_verdict() for each) and its facts in matrix/nics."""
     import run  # matrix/run.py: imported late, it imports this module
     verdicts = {c["poll_mode"]: run.cell_verdict(nic, c) for c in cells}
     bad = ["%s mode: %s" % (mode, "; ".join(why))
@@ -188,12 +188,6 @@ def nic_verdict(nic, cells):
     if bad:
         return "avoid: " + "; ".join(bad)
     notes = []
-    if verdicts.get("napi", ("pass",))[0] == "xfail":
-        notes.append("the generic poller stalls (%s): keep the driver's "
-                     "hook" % nic.napi_quirk)
-    napi = next((c for c in cells if c["poll_mode"] == "napi"), None)
-    if napi and napi["metrics"].get("poll_how") == "driver":
-        notes.append("napi mode falls back to the driver's hook")
     if nic.iperf_rx_opts:
         notes.append("loaded with iperf3 %s only (matrix/nics)"
                      % " ".join(nic.iperf_rx_opts))
@@ -201,31 +195,48 @@ def nic_verdict(nic, cells):
                      ": both pollers and every client pass")
 
 
+def pair(a, b):
+    """Two figures, the driver-mode cell's and the generic one's."""
+    return "%s / %s" % (fmt(a), fmt(b))
+
+
 def nic_table(doc, source):
     """The README's "which NIC?" table from one matrix run; source is the
-    run's path, which the table names."""
+    run's path, which the table names.  Each figure is the driver-mode
+    cell's, then the generic-mode cell's."""
     import npng
-    out = ["From [%s](%s) (%d patches, kernel %s, QEMU %s, %s): the "
-           "driver-mode cell's figures; kgdboe reads under iperf3 load."
+    out = ["From [%s](%s) (%d patches, kernel %s, QEMU %s, %s): each "
+           "figure is driver poller / generic poller; kgdboe reads under "
+           "iperf3 load."
            % (doc.get("name", source), source, len(doc.get("series", [])),
               doc.get("kernel"), doc.get("qemu"),
               str(doc.get("started", ""))[:10]), "",
-           "| NIC | driver | tests | netconsole msg/s | trapped echo p50 "
-           "us | kgdboe KiB/s | napi mode | verdict |",
+           "| NIC | driver | tests | generic poller | netconsole msg/s | "
+           "trapped echo p50 us | kgdboe KiB/s | verdict |",
            "|---|---|---|---|---|---|---|---|"]
     for nic in npng.read_nics():
         cells = [c for c in doc.get("cells", []) if c["nic"] == nic.model]
         if not cells:
             continue
-        drv = next((c["metrics"] for c in cells
-                    if c["poll_mode"] == "driver"), {})
-        napi = next((c for c in cells if c["poll_mode"] == "napi"), None)
+        drv, gen = ({}, {})
+        for c in cells:
+            if c["poll_mode"] == "driver":
+                drv = c["metrics"]
+            elif c["poll_mode"] == "generic":
+                gen = dict(c["metrics"], status=c["status"])
+        served = gen.get("status") == "pass" and \
+            gen.get("poll_how") == "generic"
         out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             nic.model, nic.driver, "make test" if nic.required else
-            "matrix", fmt(drv.get("nc_idle_msgs_per_s")),
-            fmt(drv.get("trap_echo_rtt_p50_us")),
-            fmt(drv.get("kgdb_read_kib_per_s")),
-            napi["status"] if napi else "-", nic_verdict(nic, cells)))
+            "matrix", ("serves it" if served else
+                       "no: %s" % (gen.get("status") or "not run")),
+            pair(drv.get("nc_idle_msgs_per_s"),
+                 gen.get("nc_idle_msgs_per_s")),
+            pair(drv.get("trap_echo_rtt_p50_us"),
+                 gen.get("trap_echo_rtt_p50_us")),
+            pair(drv.get("kgdb_read_kib_per_s"),
+                 gen.get("kgdb_read_kib_per_s")),
+            nic_verdict(nic, cells)))
     return "\n".join(out) + "\n"
 
 

@@ -438,22 +438,22 @@ def nic_verdict(modes, kgdboe):
         return "avoid: the matrix cell fails (%s)" % modes.get("driver")
     if kgdboe not in (None, "pass"):
         return "logging only: kgdboe %s" % kgdboe
-    if modes.get("napi") not in (None, "pass"):
-        return "good, with the driver's poll hook (napi mode: %s)" % \
-            modes.get("napi")
+    if modes.get("generic") not in (None, "pass"):
+        return "good, with the driver's poll hook (generic mode: %s)" % \
+            modes.get("generic")
     return "good: every mode and client passes"
 
 
 def which_nic(doc, matrix):
     """Per NIC: the perf run's series throughput and netconsole rate, the
-    matrix's kgdboe round trip, netsysrq acknowledgment and napi mode."""
+    matrix's kgdboe round trip, netsysrq acknowledgment and generic mode."""
     out = ["## Which NIC?", "", "Throughput and netconsole rate: this "
            "run's series medians; for a NIC outside this run the matrix's "
            "figures, marked (matrix): its netconsole bursts are a shell "
            "loop, slower than this run's kmsg-timed.  kgdboe, netsysrq and "
            "the poll modes: the matrix (%s)." % doc.get("matrix_source"), "",
            "| NIC | iperf3 tx/rx Mbit/s | netconsole msg/s | kgdboe p "
-           "jiffies ms | netsysrq ACK ms | napi mode | verdict |",
+           "jiffies ms | netsysrq ACK ms | generic mode | verdict |",
            "|---|---|---|---|---|---|---|"]
     cells = (matrix or {}).get("cells", [])
     for nic in sorted({c["nic"] for c in cells} | set(doc["summary"])):
@@ -471,7 +471,7 @@ def which_nic(doc, matrix):
         out.append("| %s | %s / %s | %s | %s | %s | %s | %s |" % (
             nic, series("iperf_tx_mbps"), series("iperf_rx_mbps"),
             series("nc_idle_msgs_per_s"), drv.get("kgdb_cmd_rtt_p50_ms", "-"),
-            drv.get("sysrq_ack_ms", "-"), modes.get("napi", "-"),
+            drv.get("sysrq_ack_ms", "-"), modes.get("generic", "-"),
             nic_verdict(modes, drv.get("kgdboe"))))
     return out + [""]
 

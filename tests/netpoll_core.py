@@ -42,8 +42,10 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
              a test handler, runs its tests and reopens, while the echo
              client stays registered and the host keeps sending echoes;
              its interrupt test passes (QEMU's e1000 fails the register
-             and loopback tests in both poll modes), and echoes are
-             answered afterwards, running (50) and trapped (20)
+             and loopback tests in both poll modes, its e1000e the
+             interrupt test too), and echoes are answered afterwards,
+             running (50) and trapped (20); in generic mode the poller
+             found the device's interrupt lines again and ran them
   vlan       eth0.100 added: tagged datagrams to the echo port of eth0's
              address are not the untagged client's (no answer, nothing
              delivered); the client moved to eth0.100 at run time (debugfs
@@ -84,6 +86,14 @@ from kgdboe import StepFailed  # noqa: E402
 
 TRAP = "/sys/kernel/debug/netpoll_echo/trap"
 ECHO_CONFIG = "/sys/kernel/debug/netpoll_echo/config"
+
+
+# Models whose interrupt self-test QEMU fails in every poll mode, with the
+# code it fails with: e1000e's forced interrupt never reaches its test
+# handler (4), measured with netpoll.poll_mode=driver as well.  The test
+# still frees the MSI-X vectors and requests them again, which is what the
+# selftest step is for.
+QEMU_FAILS_INTERRUPT_TEST = ("e1000e",)
 
 
 def selftest_results(text):
@@ -224,7 +234,8 @@ class TrapQueueTest(kgdboe.Test):
         self.peer.settle()
         after = self.stats()
         d = self.delta(before, after, "queued", "dropped", "delivered",
-                       "dev_txq_dropped", "dev_napi_claims")
+                       "dev_txq_dropped", "dev_napi_claims",
+                       "dev_irq_handler_runs")
         answered = len(self.peer.answers) - answered0
         self.metrics["torture"] = dict(d, sent=sent, answered=answered,
                                        iperf_ok=load_ok,
@@ -241,17 +252,19 @@ class TrapQueueTest(kgdboe.Test):
         kgdboe.ksft_check(d["queued"] > 0 and load_ok,
                           "no answers queued (%d), or iperf3 failed: %s"
                           % (d["queued"], npng.one_line(ip.error(), 200)))
-        # the generic poller receives by claiming the idle NAPI context
-        napi = after.get("poll_how") == "napi"
-        kgdboe.ksft_check(not napi or d["dev_napi_claims"] > 0,
-                          "poll_how napi, but no NAPI context claimed")
+        # the generic poller ran the device's interrupt handlers
+        generic = after.get("poll_how") == "generic"
+        kgdboe.ksft_check(not generic or d["dev_irq_handler_runs"] > 0,
+                          "poll_how generic, but dev_irq_handler_runs "
+                          "%d, want > 0" % d["dev_irq_handler_runs"])
         after_echo = self.echoes_answered()
         return ("%d traps of %d ms under iperf3 --bidir (ran to its end): "
                 "%d datagrams sent, %d delivered, %d queued, all %d "
-                "answered, queue empty; %d echoes after; %d NAPI claims" % (
+                "answered, queue empty; %d echoes after; %d NAPI claims, %d "
+                "handler runs" % (
                     a.traps, a.trap_ms, sent, d["delivered"],
                     d["queued"], answered, after_echo,
-                    d["dev_napi_claims"]))
+                    d["dev_napi_claims"], d["dev_irq_handler_runs"]))
 
     def bounded(self):
         self.guest.run("echo 2 > " + TXQ_MAX, timeout=20)
@@ -269,7 +282,8 @@ class TrapQueueTest(kgdboe.Test):
             self.guest.run("echo %d > %s" % (TXQ_MAX_DEFAULT, TXQ_MAX),
                            timeout=20)
         d = self.delta(before, after, "queued", "dropped", "delivered",
-                       "dev_txq_dropped", "dev_napi_claims")
+                       "dev_txq_dropped", "dev_napi_claims",
+                       "dev_irq_handler_runs")
         answered = len(self.peer.answers) - answered0
         self.metrics["bounded"] = dict(d, sent=sent, answered=answered)
         kgdboe.ksft_check(d["dev_txq_dropped"] > 0,
@@ -522,23 +536,39 @@ class TrapQueueTest(kgdboe.Test):
                                         check=False)
             results = selftest_results(out)
             # the interrupt test frees the IRQ and requests a test handler
-            kgdboe.ksft_check(results.get("Interrupt test (offline)") == 0,
-                              "ethtool -t eth0 offline: rc %d: %s"
-                              % (rc, npng.one_line(out, 300)))
+            want = 4 if self.a.nic in QEMU_FAILS_INTERRUPT_TEST else 0
+            kgdboe.ksft_check(results.get("Interrupt test (offline)") == want,
+                              "ethtool -t eth0 offline: interrupt test, want "
+                              "%d: rc %d: %s" % (want, rc,
+                                                 npng.one_line(out, 300)))
             kgdboe.ksft_check(self.echo_link_up(s),
                               "no echo within 20 s of the self-test")
+            before = self.stats()
             tag = self.guest.start("echo 3000 > " + TRAP)
             time.sleep(0.7)
             trapped = sum(self.echo_exact(s, 64, tag=b"t%d" % i)
                           for i in range(20))
             self.guest.finish(tag, "trap", timeout=60)
+            after = self.stats()
         finally:
             s.close()
         kgdboe.ksft_check(trapped == 20, "%d of 20 trapped echoes answered "
                           "after the self-test" % trapped)
+        runs = self.delta(before, after, "dev_irq_handler_runs")
+        # the generic poller found the interrupt lines requested again
+        if after.get("poll_how") == "generic":
+            kgdboe.ksft_check(after["dev_irq_lines"] > 0 and
+                              runs["dev_irq_handler_runs"] > 0,
+                              "after the self-test: dev_irq_lines %s, "
+                              "dev_irq_handler_runs +%d in the trap, "
+                              "want both > 0" % (
+                                  after["dev_irq_lines"],
+                                  runs["dev_irq_handler_runs"]))
         after_echo = self.echoes_answered()
         self.metrics["selftest"] = {"during": during, "trapped": trapped,
-                                    "results": results}
+                                    "results": results,
+                                    "irq_lines": after.get("dev_irq_lines"),
+                                    **runs}
         return ("offline self-test ran (%s); %d of 40 echoes answered "
                 "during it; afterwards %d running, 20 of 20 trapped" % (
                     ", ".join("%s %d" % kv for kv in results.items()),

@@ -42,7 +42,7 @@ Steps, in order (each printed PASS/FAIL/SKIP with its time):
                 the only CPU (the guest's shell no longer answers): 't'
                 is acknowledged, 'n' makes the loop SCHED_OTHER and the
                 shell answers again
-  trapped_<m>   for each poll mode m (driver, napi): one COMMAND sent, not
+  trapped_<m>   for each poll mode m (driver, generic): one COMMAND sent, not
                 repeated, while netpoll_echo traps the CPU for 3 s: the
                 poller takes it during the trap (netsysrq's "trapped"
                 counter) and it is acknowledged after the trap
@@ -525,7 +525,7 @@ class NetsysrqTest(kgdboe.Test):
         self.step("flood", self.flood)
         if self.a.cpus == 1:
             self.step("runaway", self.runaway)
-            for mode in ("driver", "napi"):
+            for mode in ("driver", "generic"):
                 self.step("trapped_" + mode, lambda m=mode: self.trapped(m))
         else:
             self.skip("runaway", "skipped: needs one CPU")

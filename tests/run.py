@@ -116,7 +116,8 @@ def boot_cell_problems(nic, c):
             "echo_late": (0, "answered after 300 ms"),
             "trap_echo_lost": (0, ""),
             "trap_echo_late": (0, "answered after 300 ms"),
-            "trap_arp_ok": (True, "")}
+            "trap_arp_ok": (True, ""),
+            "poll_how": (c["poll_mode"], "the poller the cell asked for")}
     got = dict(m, status=c["status"], driver=c.get("driver"))
     bad = ["%s %r, want %r%s" % (k, got.get(k), v, " (%s)" % why
                                  if why else "")
@@ -143,20 +144,15 @@ def print_boot_cell(nic, c):
 def boot_test(nic):
     def fn():
         cells = run_matrix("boot-" + nic.model, [nic.model], steps="echo",
-                           modes="driver,napi")
-        ksft_eq(len(cells), 2, "cells (driver, napi)")
+                           modes="driver,generic")
+        ksft_eq(len(cells), 2, "cells (driver, generic)")
         problems = []
         for c in cells:
             bad = boot_cell_problems(nic, c)
-            result, unexplained = npng.quirk_verdict(
-                nic, c["poll_mode"], bad, c["metrics"].get("trap_echo_lost"))
-            # an XFAIL is the cell's alone: the test passes when every
-            # cell passed or failed exactly as its quirk (matrix/nics) says
-            subtest("%s_%s" % (nic.model, c["poll_mode"]), result,
-                    "; ".join(bad) if result != "xfail" else
-                    npng.NAPI_QUIRKS[nic.napi_quirk])
+            subtest("%s_%s" % (nic.model, c["poll_mode"]),
+                    "fail" if bad else "pass", "; ".join(bad))
             print_boot_cell(nic, c)
-            problems += ["%s: %s" % (c["poll_mode"], b) for b in unexplained]
+            problems += ["%s: %s" % (c["poll_mode"], b) for b in bad]
         ksft_eq(problems, [])
     return fn
 
@@ -167,9 +163,10 @@ for _nic in REQUIRED:
 
 def kunit_subtests(log):
     """The KUnit cases of a serial log as subtests; returns the failed
-    netpoll and netsysrq ones and the number of those cases."""
+    netpoll, netsysrq and irq_polled ones and the number of those
+    cases."""
     cases = [c for c in npng.kunit_cases(log)
-             if c[1].startswith(("netpoll", "netsysrq"))]
+             if c[1].startswith(("netpoll", "netsysrq", "irq_polled"))]
     for suite, case, status in cases:
         subtest(case, {"PASS": "pass", "SKIP": "skip"}.get(status, "fail"),
                 status)
@@ -178,9 +175,9 @@ def kunit_subtests(log):
 
 @test
 def kunit_netpoll():
-    """The matrix kernel runs the netpoll and netsysrq KUnit suites at
-    boot: read them from the e1000 boot test's serial log with the tree's
-    kunit.py."""
+    """The matrix kernel runs the netpoll, netsysrq and irq_polled KUnit
+    suites at boot: read them from the e1000 boot test's serial log with
+    the tree's kunit.py."""
     logs = [p for p in (os.path.join(RESULTS, "retry", "e1000-driver.log"),
                         os.path.join(RESULTS, "e1000-driver.log"))
             if os.path.exists(p)]
@@ -189,7 +186,8 @@ def kunit_netpoll():
               "must run first)" % log)
     failed, total = kunit_subtests(log)
     ksft_eq(failed, [], "KUnit cases that did not pass")
-    ksft_ge(total, 27, "netpoll (21) and netsysrq (6) KUnit cases")
+    ksft_ge(total, 33, "netpoll (21), netsysrq (6) and irq_polled (6) "
+            "KUnit cases")
 
 
 @test
@@ -322,7 +320,8 @@ def run_kernel_build(what, **env):
 
 def lockdep_kgdboe_test(nic, mode, cpus=2):
     """A kgdboe session with `cpus` CPUs under iperf3 load on the lockdep
-    kernel, in a poll mode (napi: netpoll claims the NAPI context; driver:
+    kernel, in a poll mode (generic: netpoll runs the device's interrupt
+    handlers and claims its NAPI contexts; driver:
     the driver's hook runs its interrupt handler through
     irq_run_handler_polled()).  kgdb's stop is an NMI: netpoll and the
     driver must take no lock but by trylock and allocate nothing there,
@@ -354,13 +353,11 @@ def lockdep_kgdboe_test(nic, mode, cpus=2):
 
 # Every required NIC (their drivers take no lock but by trylock and
 # allocate nothing in the stop: core/6-nmi/0004-0007), with 2 CPUs in
-# each poll mode (a NIC with a napi quirk, matrix/nics, in driver mode
-# only) and with 1 CPU in driver mode.
+# each poll mode and with 1 CPU in driver mode.
 for _nic in REQUIRED:
-    for _mode in ("napi", "driver"):
-        if not (_mode == "napi" and _nic.napi_quirk):
-            named("kgdboe_lockdep_kernel_%s_2cpu_%s" % (_nic.model, _mode),
-                  lockdep_kgdboe_test(_nic.model, _mode))
+    for _mode in ("generic", "driver"):
+        named("kgdboe_lockdep_kernel_%s_2cpu_%s" % (_nic.model, _mode),
+              lockdep_kgdboe_test(_nic.model, _mode))
     named("kgdboe_lockdep_kernel_%s_1cpu_driver" % _nic.model,
           lockdep_kgdboe_test(_nic.model, "driver", cpus=1))
 
@@ -371,6 +368,9 @@ for _nic in EXTRA:
     named("kgdboe_lockdep_kernel_%s_2cpu_driver"
           % _nic.model.replace("-", "_"),
           lockdep_kgdboe_test(_nic.model, "driver"))
+# and the generic poller on the model whose MSI-X vectors it runs
+named("kgdboe_lockdep_kernel_e1000e_2cpu_generic",
+      lockdep_kgdboe_test("e1000e", "generic"))
 
 
 @test
@@ -481,21 +481,28 @@ def netpoll_core_test(nic, mode, without=""):
                          "netpoll_core.py", "--append",
                          "netpoll.poll_mode=%s" % mode, "--without",
                          without, timeout=600)
-        t, b = doc["metrics"]["torture"], doc["metrics"]["bounded"]
+        m = doc["metrics"]
+        t, b = m["torture"], m["bounded"]
         ktap.ksft_pr("netpoll_core %s %s: 100 traps under iperf3 --bidir: %s "
                      "answers queued and received, queue empty; txq_max 2: "
                      "%s queued, %s dropped and counted; fragments: %s; "
-                     "ARP flood: %s answered, %s limited" % (
+                     "ARP flood: %s answered, %s limited; self-test: %s" % (
                          nic, mode, t["queued"], b["queued"],
                          b["dropped"],
-                         doc["metrics"]["fragments"]["came_back"],
-                         doc["metrics"]["arp"]["flood"],
-                         doc["metrics"]["arp"]["dev_arp_limited"]))
+                         m.get("fragments", {}).get("came_back"),
+                         m.get("arp", {}).get("flood"),
+                         m.get("arp", {}).get("dev_arp_limited"),
+                         m.get("selftest")))
     return fn
 
 
-for _mode in ("driver", "napi"):
+for _mode in ("driver", "generic"):
     named("netpoll_core_e1000_" + _mode, netpoll_core_test("e1000", _mode))
+# e1000e's self-test frees its MSI-X vectors, tests a legacy interrupt
+# and allocates the vectors again: the generic poller must find them
+named("netpoll_core_e1000e_generic",
+      netpoll_core_test("e1000e", "generic", without="fragments,arp,jumbo,"
+                        "vlan,vlan_gone,vlan_ipv6"))
 # virtio_net has no ethtool self-test
 named("netpoll_core_virtio_net_pci_driver",
       netpoll_core_test("virtio-net-pci", "driver", without="selftest"))
