@@ -186,7 +186,7 @@ def kunit_netpoll():
               "must run first)" % log)
     failed, total = kunit_subtests(log)
     ksft_eq(failed, [], "KUnit cases that did not pass")
-    ksft_ge(total, 33, "netpoll (21), netsysrq (6) and irq_polled (6) "
+    ksft_ge(total, 34, "netpoll (21), netsysrq (6) and irq_polled (7) "
             "KUnit cases")
 
 
